@@ -1,0 +1,81 @@
+//! Who may talk to the server: transport security, the admin credential and the kubeconfig that
+//! carries both to clients (spec §15).
+//!
+//! - [`tls`]: the CA and the serving certificate it signs, kept in a data directory or in memory.
+//! - [`token`]: the admin bearer token and the `Authorization` header parser.
+//! - [`kubeconfig`]: the kubeconfig handed out to kubectl, client-go, kube-rs and Python clients.
+//!
+//! This module does not decide whether a request is allowed; it only provides the material the
+//! authentication layer checks requests against. Secret files are written with mode 0600 through
+//! a temporary file and a rename, so a crash never leaves a half-written key behind.
+
+pub mod kubeconfig;
+pub mod tls;
+pub mod token;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Mode of files only the server's user may read: keys, tokens, kubeconfigs.
+const PRIVATE_MODE: u32 = 0o600;
+
+/// Mode of files anyone may read: certificates.
+const PUBLIC_MODE: u32 = 0o644;
+
+/// Writes `contents` to `path` atomically: into a temporary file next to it (created with `mode`
+/// on Unix), flushed to disk, then renamed over `path`. Creates missing parent directories.
+fn write_file_atomically(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
+
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+    fs::create_dir_all(dir)?;
+    let temp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = write_new_file(&temp, contents, mode).and_then(|()| fs::rename(&temp, path));
+    if written.is_err() {
+        // Best effort: the temporary file is garbage either way.
+        let _ = fs::remove_file(&temp);
+        return written;
+    }
+    // Make the rename itself durable. Some filesystems refuse to sync directories; the file's
+    // contents are already on disk, so that is not worth failing over.
+    #[cfg(unix)]
+    if let Ok(dir) = fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// Creates `path` (which must not exist) with `mode`, writes `contents` and syncs it.
+fn write_new_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
+/// Reads `path`, or `None` if it does not exist.
+fn read_if_exists(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}

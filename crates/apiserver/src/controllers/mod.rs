@@ -1,0 +1,7 @@
+//! Controllers that run inside the server, as kube-controller-manager's would next to a real
+//! API server: today the namespace lifecycle.
+//!
+//! Each controller is one task that owns its state and stops when its cancellation token is
+//! cancelled.
+
+pub mod namespace;

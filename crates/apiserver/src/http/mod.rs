@@ -1,0 +1,181 @@
+//! The HTTP face of the server: routing, authentication, negotiation, and rendering of
+//! objects, lists, tables, watch streams and errors.
+//!
+//! [`router`] builds the axum `Router`. It is a tower `Service`, so it can be served on a
+//! socket (see [`crate::server::serve`]) or handed to `kube::Client::new` directly, which is
+//! how tests and the embedded control plane run the whole stack in one process.
+//!
+//! Handlers stay thin: they parse a request into a [`crate::registry::Registry`] call and
+//! render its result.
+
+pub mod discovery;
+pub mod error;
+pub mod negotiate;
+pub mod openapi;
+pub mod printers;
+pub mod protobuf;
+pub mod render;
+pub mod request;
+pub mod resources;
+pub mod scale;
+pub mod watch;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderValue, StatusCode, header};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::token::{AdminToken, bearer_token};
+use crate::registry::Registry;
+use crate::server::serve::Transport;
+use error::ApiError;
+
+/// The largest request body accepted (3 MiB, as Kubernetes).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Who made a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// The user name.
+    pub name: String,
+    /// The groups.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// The administrator: `system:masters`, allowed everything.
+    pub fn admin() -> Self {
+        User {
+            name: "kore-admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+}
+
+/// Shared state of the HTTP layer.
+pub struct App {
+    /// Resources and storage.
+    pub registry: Arc<Registry>,
+    /// The token that authenticates the administrator over HTTPS, if auth is enforced.
+    pub admin_token: Option<AdminToken>,
+    /// Cancelled when the server stops; ends watch streams.
+    pub shutdown: CancellationToken,
+    /// Set once the server is ready to serve.
+    pub ready: Arc<AtomicBool>,
+    /// How often a quiet watch with bookmarks allowed gets one.
+    pub bookmark_interval: Duration,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").finish_non_exhaustive()
+    }
+}
+
+/// Builds the router for `app`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/version", get(version))
+        .route("/version/", get(version))
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(ready))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*path}", get(openapi::document_handler))
+        .route("/openapi/v2", get(not_found))
+        .fallback(resources::dispatch)
+        .layer(middleware::from_fn_with_state(app.clone(), authenticate))
+        .with_state(app)
+}
+
+/// Paths anyone may read, as real servers allow `system:public-info-viewer`.
+const PUBLIC_PATHS: [&str; 5] = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
+
+/// Identifies the caller. Over TLS a valid bearer token is required (401 otherwise). Plain
+/// HTTP is only ever served on loopback, where clients send no credentials, so anonymous
+/// requests act as the administrator there; so do in-process requests (no transport).
+async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let tls = req
+        .extensions()
+        .get::<Transport>()
+        .is_some_and(|t| t.tls);
+    let user = match (&app.admin_token, tls) {
+        (Some(token), true) => match bearer_token(req.headers()) {
+            Some(t) if token.verify(t) => Some(User::admin()),
+            _ => None,
+        },
+        _ => Some(User::admin()),
+    };
+    match user {
+        Some(user) => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        None if PUBLIC_PATHS.contains(&req.uri().path()) => next.run(req).await,
+        None => ApiError::Unauthorized.into_response(),
+    }
+}
+
+/// The build information kubectl and clients read; `minor` selects kubectl 1.32.
+pub const VERSION_JSON: &str = r#"{"major":"1","minor":"32","gitVersion":"v1.32.0","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2024-12-11T00:00:00Z","goVersion":"go1.23.3","compiler":"gc","platform":"linux/amd64"}"#;
+
+async fn version() -> Response {
+    json_response(StatusCode::OK, bytes::Bytes::from_static(VERSION_JSON.as_bytes()))
+}
+
+async fn health(req: Request) -> Response {
+    text_health(req.uri().query(), true, &["ping", "log", "etcd"])
+}
+
+async fn ready(State(app): State<Arc<App>>, req: Request) -> Response {
+    let ok = app.ready.load(Ordering::SeqCst) && !app.shutdown.is_cancelled();
+    text_health(req.uri().query(), ok, &["ping", "log", "etcd", "informer-sync", "shutdown"])
+}
+
+fn text_health(query: Option<&str>, ok: bool, checks: &[&str]) -> Response {
+    let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+    let body = if verbose {
+        let mut s: String = checks
+            .iter()
+            .map(|c| format!("[{}]{c} {}\n", if ok { "+" } else { "-" }, if ok { "ok" } else { "failed" }))
+            .collect();
+        s.push_str(if ok { "healthz check passed\n" } else { "healthz check failed\n" });
+        s
+    } else if ok {
+        "ok".into()
+    } else {
+        "[-]readiness failed: not ready\n".into()
+    };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+async fn not_found() -> Response {
+    ApiError::NoSuchPath.into_response()
+}
+
+/// A JSON response.
+pub fn json_response(code: StatusCode, body: bytes::Bytes) -> Response {
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}

@@ -1,0 +1,151 @@
+//! Rendering of lists, `Table`s and `PartialObjectMetadata`.
+//!
+//! Plain lists are assembled from the stored JSON bytes of their items without re-encoding
+//! them; tables and metadata views parse what they need.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Map, Value, json};
+
+use super::printers;
+use crate::registry::Resource;
+use crate::registry::list::ListOutput;
+
+/// `includeObject` of a Table request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No object in the rows.
+    None,
+    /// `PartialObjectMetadata` in each row (the default).
+    #[default]
+    Metadata,
+    /// The whole object in each row.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the query value.
+    pub fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("None") => IncludeObject::None,
+            Some("Object") => IncludeObject::Object,
+            _ => IncludeObject::Metadata,
+        }
+    }
+}
+
+fn list_metadata(out: &ListOutput, with_remaining: bool) -> Value {
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), json!(out.rv.to_string()));
+    if let Some(c) = &out.continue_token {
+        meta.insert("continue".into(), json!(c));
+        if with_remaining && let Some(r) = out.remaining {
+            meta.insert("remainingItemCount".into(), json!(r));
+        }
+    }
+    Value::Object(meta)
+}
+
+/// `{"apiVersion":…,"items":[…],"kind":"<Kind>List","metadata":{…}}`, items copied as bytes.
+pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
+    let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 256;
+    let mut buf = BytesMut::with_capacity(size);
+    buf.put_slice(b"{\"apiVersion\":");
+    buf.put_slice(json!(res.api_version()).to_string().as_bytes());
+    buf.put_slice(b",\"items\":[");
+    for (i, item) in out.items.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(item);
+    }
+    buf.put_slice(b"],\"kind\":");
+    buf.put_slice(json!(res.list_kind).to_string().as_bytes());
+    buf.put_slice(b",\"metadata\":");
+    buf.put_slice(list_metadata(out, true).to_string().as_bytes());
+    buf.put_u8(b'}');
+    buf.freeze()
+}
+
+/// The `PartialObjectMetadata` view of an object.
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// A `PartialObjectMetadataList`.
+pub fn metadata_list(out: &ListOutput) -> Value {
+    let items: Vec<Value> = out
+        .items
+        .iter()
+        .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
+        .map(|v| partial_metadata(&v))
+        .collect();
+    json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_metadata(out, true),
+        "items": items,
+    })
+}
+
+/// The current time in seconds since the epoch, for Age cells.
+pub fn now_seconds() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// A `Table` of `objects`.
+pub fn table(
+    res: &Resource,
+    version: &str,
+    objects: &[Value],
+    list: Option<&ListOutput>,
+    include: IncludeObject,
+    with_columns: bool,
+) -> Value {
+    let now = now_seconds();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|obj| {
+            let mut row = Map::new();
+            row.insert(
+                "cells".into(),
+                Value::Array(printers::cells(&res.group, &res.kind, obj, now)),
+            );
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    row.insert("object".into(), partial_metadata(obj));
+                }
+                IncludeObject::Object => {
+                    row.insert("object".into(), obj.clone());
+                }
+            }
+            Value::Object(row)
+        })
+        .collect();
+    let metadata = match list {
+        Some(out) => {
+            let mut m = list_metadata(out, false);
+            if let Some(map) = m.as_object_mut() {
+                map.entry("continue").or_insert_with(|| json!(""));
+            }
+            m
+        }
+        None => json!({}),
+    };
+    let columns = if with_columns {
+        serde_json::to_value(printers::columns(&res.group, &res.kind)).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    json!({
+        "kind": "Table",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": metadata,
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}

@@ -1,0 +1,173 @@
+//! Turns a request path into what it addresses: a meta endpoint, a discovery document, or a
+//! resource (group, version, resource, namespace, name, subresource).
+//!
+//! Routing is done here rather than by axum routes because the set of resources changes at run
+//! time (custom resources) and Kubernetes paths are ambiguous in ways a route table cannot
+//! express (`/api/v1/namespaces/{x}/{y}` is a namespace subresource when `y` is `status` or
+//! `finalize`, else a resource `y` in namespace `x`).
+
+/// What a path addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `/api`.
+    CoreGroups,
+    /// `/apis`.
+    Groups,
+    /// `/apis/{group}`.
+    Group(String),
+    /// `/api/v1` or `/apis/{group}/{version}`.
+    GroupVersion {
+        /// Group ("" for core).
+        group: String,
+        /// Version.
+        version: String,
+    },
+    /// A resource path.
+    Resource(ResourcePath),
+    /// Not a path the API serves.
+    Unknown,
+}
+
+/// A path under a group version that names a resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourcePath {
+    /// Group ("" for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural resource name.
+    pub resource: String,
+    /// Namespace from the path, if any.
+    pub namespace: Option<String>,
+    /// Object name, if any.
+    pub name: Option<String>,
+    /// Subresource, if any.
+    pub subresource: Option<String>,
+    /// Whether the deprecated `/watch/` form was used.
+    pub watch: bool,
+}
+
+fn nonempty(segments: &[&str]) -> bool {
+    segments.iter().all(|s| !s.is_empty())
+}
+
+/// Parses a request path.
+pub fn parse(path: &str) -> Target {
+    let trimmed = path.trim_start_matches('/');
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    let segments: Vec<&str> = trimmed.split('/').collect();
+    if !nonempty(&segments) {
+        return Target::Unknown;
+    }
+    let (group, version, rest) = match segments.as_slice() {
+        ["api"] => return Target::CoreGroups,
+        ["apis"] => return Target::Groups,
+        ["apis", g] => return Target::Group((*g).to_string()),
+        ["api", v] => {
+            return Target::GroupVersion {
+                group: String::new(),
+                version: (*v).to_string(),
+            };
+        }
+        ["apis", g, v] => {
+            return Target::GroupVersion {
+                group: (*g).to_string(),
+                version: (*v).to_string(),
+            };
+        }
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Target::Unknown,
+    };
+    let (watch, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    let mut p = ResourcePath {
+        group: group.to_string(),
+        version: version.to_string(),
+        watch,
+        ..Default::default()
+    };
+    let own = |s: &&str| (*s).to_string();
+    match rest {
+        ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => {
+            p.resource = "namespaces".into();
+            p.name = Some(own(ns));
+            p.subresource = Some(own(sub));
+        }
+        ["namespaces", ns, resource, tail @ ..] if tail.len() <= 2 => {
+            p.namespace = Some(own(ns));
+            p.resource = own(resource);
+            p.name = tail.first().map(own);
+            p.subresource = tail.get(1).map(own);
+        }
+        [resource, tail @ ..] if tail.len() <= 2 => {
+            p.resource = own(resource);
+            p.name = tail.first().map(own);
+            p.subresource = tail.get(1).map(own);
+        }
+        _ => return Target::Unknown,
+    }
+    Target::Resource(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(path: &str) -> ResourcePath {
+        match parse(path) {
+            Target::Resource(p) => p,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn discovery_paths_are_recognised() {
+        assert_eq!(parse("/api"), Target::CoreGroups);
+        assert_eq!(parse("/apis/"), Target::Groups);
+        assert_eq!(parse("/apis/apps"), Target::Group("apps".into()));
+        assert_eq!(
+            parse("/apis/apps/v1"),
+            Target::GroupVersion {
+                group: "apps".into(),
+                version: "v1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn namespaced_object_paths_split_into_their_parts() {
+        let p = res("/apis/apps/v1/namespaces/default/deployments/web/scale");
+        assert_eq!(p.group, "apps");
+        assert_eq!(p.namespace.as_deref(), Some("default"));
+        assert_eq!(p.resource, "deployments");
+        assert_eq!(p.name.as_deref(), Some("web"));
+        assert_eq!(p.subresource.as_deref(), Some("scale"));
+    }
+
+    #[test]
+    fn namespace_subresources_are_not_resources_in_a_namespace() {
+        let p = res("/api/v1/namespaces/foo/finalize");
+        assert_eq!((p.resource.as_str(), p.name.as_deref(), p.namespace), ("namespaces", Some("foo"), None));
+        let p = res("/api/v1/namespaces/foo/configmaps");
+        assert_eq!((p.resource.as_str(), p.namespace.as_deref()), ("configmaps", Some("foo")));
+        let p = res("/api/v1/namespaces/foo");
+        assert_eq!((p.resource.as_str(), p.name.as_deref()), ("namespaces", Some("foo")));
+    }
+
+    #[test]
+    fn the_deprecated_watch_prefix_is_understood() {
+        let p = res("/api/v1/watch/namespaces/default/configmaps");
+        assert!(p.watch);
+        assert_eq!(p.resource, "configmaps");
+    }
+
+    #[test]
+    fn too_many_segments_or_empty_ones_are_unknown() {
+        assert_eq!(parse("/api/v1/namespaces/a/configmaps/b/c/d"), Target::Unknown);
+        assert_eq!(parse("/api//v1"), Target::Unknown);
+        assert_eq!(parse("/foo"), Target::Unknown);
+    }
+}

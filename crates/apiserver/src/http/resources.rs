@@ -1,0 +1,499 @@
+//! Resource requests: parse, route to a verb, call the registry, render the answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::negotiate::{self, BodyType, Shape};
+use super::render::{self, IncludeObject};
+use super::request::{self, ResourcePath, Target};
+use super::{App, MAX_BODY_BYTES, discovery, json_response, protobuf, watch};
+use crate::patch::Patch;
+use crate::registry::Resource;
+use crate::registry::list::ListParams;
+use crate::registry::rest::{DeleteOptions, Deleted, FieldValidation, Part, Reply, WriteOptions};
+use crate::storage::{Preconditions, Storage};
+
+/// Query parameters, last value wins.
+pub(crate) type Query = HashMap<String, String>;
+
+fn parse_query(q: Option<&str>) -> Query {
+    q.and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+fn flag(q: &Query, name: &str) -> Option<bool> {
+    q.get(name).map(|v| matches!(v.as_str(), "true" | "True" | "1"))
+}
+
+/// The entry point for every path that is not a fixed meta endpoint.
+pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let query = parse_query(parts.uri.query());
+    let result = match request::parse(parts.uri.path()) {
+        Target::CoreGroups | Target::Groups | Target::Group(_) | Target::GroupVersion { .. }
+            if parts.method == Method::GET =>
+        {
+            return discovery::serve(&app, &request::parse(parts.uri.path()), &parts.headers);
+        }
+        Target::Resource(path) => resource(&app, parts.method, &parts.headers, path, query, body).await,
+        Target::Unknown
+        | Target::CoreGroups
+        | Target::Groups
+        | Target::Group(_)
+        | Target::GroupVersion { .. } => Err(ApiError::NoSuchPath),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::TooLarge(
+            format!("limit is {MAX_BODY_BYTES}"),
+        )),
+        Err(e) => Err(ApiError::BadRequest(format!("reading the request body failed: {e}"))),
+    }
+}
+
+/// Decodes an object body (create, update) by its content type.
+fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+        accepted: vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
+    })?;
+    let value = match ty {
+        BodyType::Json => serde_json::from_slice::<Value>(body).map_err(|e| {
+            ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        BodyType::Yaml => serde_saphyr::from_slice::<Value>(body)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?,
+        BodyType::Protobuf => protobuf::decode(body).map_err(|e| match e {
+            protobuf::ProtobufError::UnsupportedType { .. }
+            | protobuf::ProtobufError::ContentEncodingNotSupported(_)
+            | protobuf::ProtobufError::ContentTypeNotSupported(_) => ApiError::UnsupportedMediaType {
+                accepted: vec!["application/json", "application/yaml"],
+            },
+            other => ApiError::BadRequest(format!("the protobuf body could not be decoded: {other}")),
+        })?,
+        _ => {
+            return Err(ApiError::UnsupportedMediaType {
+                accepted: vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
+            });
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the object provided is unrecognized in the request body: expected a JSON object".into(),
+        ));
+    }
+    Ok(value)
+}
+
+fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::invalid_options(
+                "CreateOptions",
+                vec![crate::registry::validation::FieldError::not_supported(
+                    "dryRun",
+                    json!(other),
+                    &["All"],
+                )],
+            ));
+        }
+    };
+    let field_validation = match q.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => FieldValidation::Warn,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some("Strict") => FieldValidation::Strict,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got {other:?}"
+            )));
+        }
+    };
+    let field_manager = q.get("fieldManager").cloned();
+    if let Some(m) = &field_manager
+        && (m.len() > 128 || m.chars().any(char::is_control))
+    {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![crate::registry::validation::FieldError::invalid(
+                "fieldManager",
+                json!(m),
+                "must be at most 128 printable characters",
+            )],
+        ));
+    }
+    Ok(WriteOptions {
+        dry_run,
+        field_manager,
+        field_validation,
+    })
+}
+
+fn list_params(q: &Query) -> Result<ListParams, ApiError> {
+    let number = |name: &str| -> Result<Option<i64>, ApiError> {
+        q.get(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::BadRequest(format!("invalid {name}: {v:?}")))
+            })
+            .transpose()
+    };
+    Ok(ListParams {
+        label_selector: q.get("labelSelector").cloned(),
+        field_selector: q.get("fieldSelector").cloned(),
+        limit: number("limit")?,
+        continue_token: q.get("continue").cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q.get("resourceVersionMatch").cloned(),
+        send_initial_events: flag(q, "sendInitialEvents"),
+        allow_watch_bookmarks: flag(q, "allowWatchBookmarks").unwrap_or(false),
+        timeout_seconds: number("timeoutSeconds")?.map(|t| t.max(0) as u64),
+    })
+}
+
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", json!(w));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
+}
+
+fn reply_response(reply: Reply, res: &Resource, shape: Shape, q: &Query) -> Result<Response, ApiError> {
+    let code = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+    let resp = object_response(code, reply.body, res, shape, q)?;
+    Ok(with_warnings(resp, &reply.warnings))
+}
+
+/// Renders one object in the negotiated shape.
+fn object_response(code: StatusCode, body: Bytes, res: &Resource, shape: Shape, q: &Query) -> Result<Response, ApiError> {
+    let body = match shape {
+        Shape::Object => body,
+        Shape::Table(version) => {
+            let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+            let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
+            Bytes::from(render::table(res, version, &[v], None, include, true).to_string())
+        }
+        Shape::Metadata => {
+            let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+            Bytes::from(render::partial_metadata(&v).to_string())
+        }
+    };
+    Ok(json_response(code, body))
+}
+
+async fn resource(
+    app: &Arc<App>,
+    method: Method,
+    headers: &HeaderMap,
+    path: ResourcePath,
+    q: Query,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let catalog = app.registry.catalog();
+    let res = catalog
+        .find(&path.group, &path.version, &path.resource)
+        .ok_or(ApiError::NoSuchPath)?;
+    // Scope checks: a cluster-scoped resource never sits under /namespaces/{ns}/; a namespaced
+    // one is addressed by name only inside a namespace.
+    if path.namespace.is_some() && !res.namespaced {
+        return Err(ApiError::NoSuchPath);
+    }
+    if path.name.is_some() && res.namespaced && path.namespace.is_none() {
+        return Err(ApiError::NoSuchPath);
+    }
+    let ns = path.namespace.as_deref();
+    let watching = path.watch || flag(&q, "watch").unwrap_or(false);
+    let not_allowed = |verb: &str| ApiError::MethodNotAllowed {
+        verb: verb.to_string(),
+        resource: res.group_resource().to_string(),
+    };
+    match (&path.name, &path.subresource) {
+        (None, None) => match method {
+            Method::GET if watching => {
+                let shape = negotiate::object_shape(headers)?;
+                let params = list_params(&q)?;
+                watch::serve(app, &res, ns, &params, shape, &q).await
+            }
+            Method::GET => {
+                let shape = negotiate::object_shape(headers)?;
+                let params = list_params(&q)?;
+                let out = app.registry.list(&res, ns, &params).await?;
+                let body = match shape {
+                    Shape::Object => render::list_body(&res, &out),
+                    Shape::Metadata => Bytes::from(render::metadata_list(&out).to_string()),
+                    Shape::Table(version) => {
+                        let objects: Vec<Value> = out
+                            .items
+                            .iter()
+                            .filter_map(|b| serde_json::from_slice(b).ok())
+                            .collect();
+                        let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
+                        Bytes::from(render::table(&res, version, &objects, Some(&out), include, true).to_string())
+                    }
+                };
+                Ok(json_response(StatusCode::OK, body))
+            }
+            Method::POST => {
+                if ns.is_none() && res.namespaced {
+                    return Err(ApiError::NoSuchPath);
+                }
+                let shape = negotiate::object_shape(headers)?;
+                let opts = write_options(&q)?;
+                let bytes = read_body(body).await?;
+                let obj = decode_object(headers, &bytes)?;
+                let reply = app.registry.create(&res, ns, obj, &opts).await?;
+                reply_response(reply, &res, shape, &q)
+            }
+            Method::DELETE if res.allows("deletecollection") => {
+                let bytes = read_body(body).await?;
+                let opts = delete_options(headers, &bytes, &q)?;
+                let params = list_params(&q)?;
+                delete_collection(app, &res, ns, &params, &opts).await
+            }
+            _ => Err(not_allowed(method.as_str())),
+        },
+        (Some(name), sub) => {
+            let sub = sub.as_deref();
+            if watching {
+                return Err(ApiError::BadRequest("watch of a single object: use a fieldSelector on metadata.name".into()));
+            }
+            match sub {
+                None => object(app, method, headers, &res, ns, name, Part::Main, body, &q).await,
+                Some("status") if res.subresources.status => {
+                    object(app, method, headers, &res, ns, name, Part::Status, body, &q).await
+                }
+                Some("scale") if res.subresources.scale.is_some() => {
+                    super::scale::serve(app, method, headers, &res, ns, name, body, &q).await
+                }
+                Some("finalize") if res.kind == "Namespace" && method == Method::PUT => {
+                    let bytes = read_body(body).await?;
+                    let obj = decode_object(headers, &bytes)?;
+                    let finalizers = obj
+                        .pointer("/spec/finalizers")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    let v = app.registry.finalize_namespace(name, Some(finalizers)).await?;
+                    Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
+                }
+                _ => Err(ApiError::NoSuchPath),
+            }
+        }
+        (None, Some(_)) => Err(ApiError::NoSuchPath),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn object(
+    app: &Arc<App>,
+    method: Method,
+    headers: &HeaderMap,
+    res: &Arc<Resource>,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    body: Body,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let shape = negotiate::object_shape(headers)?;
+    match method {
+        Method::GET => {
+            let bytes = app.registry.get(res, ns, name)?;
+            object_response(StatusCode::OK, bytes, res, shape, q)
+        }
+        Method::PUT => {
+            let opts = write_options(q)?;
+            let bytes = read_body(body).await?;
+            let obj = decode_object(headers, &bytes)?;
+            let reply = app.registry.update(res, ns, name, part, obj, &opts).await?;
+            reply_response(reply, res, shape, q)
+        }
+        Method::PATCH => {
+            let opts = write_options(q)?;
+            if q.contains_key("force") {
+                return Err(ApiError::invalid_options(
+                    "PatchOptions",
+                    vec![crate::registry::validation::FieldError::forbidden(
+                        "force",
+                        "may not be specified for non-apply patch",
+                    )],
+                ));
+            }
+            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+                accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
+            })?;
+            let bytes = read_body(body).await?;
+            let patch = Patch::parse(ty, &bytes, true)?;
+            let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
+            reply_response(reply, res, shape, q)
+        }
+        Method::DELETE if part == Part::Main => {
+            let bytes = read_body(body).await?;
+            let opts = delete_options(headers, &bytes, q)?;
+            let deleted = app.registry.delete(res, ns, name, &opts).await?;
+            Ok(delete_response(res, deleted))
+        }
+        other => Err(ApiError::MethodNotAllowed {
+            verb: other.to_string(),
+            resource: res.group_resource().to_string(),
+        }),
+    }
+}
+
+/// Applies a patch through the registry's update path (re-applied if another write races).
+pub(crate) async fn patch_object(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    patch: &Patch,
+    opts: &WriteOptions,
+) -> Result<Reply, ApiError> {
+    let mut warnings = Vec::new();
+    let registry = app.registry.clone();
+    let mut produce = |current: &Value| -> Result<Value, ApiError> {
+        let patched = patch.apply(&res.qualified_kind(), current)?;
+        registry.decode_body(res, patched, opts.field_validation, &mut warnings)
+    };
+    let mut reply = app
+        .registry
+        .write_existing(res, ns, name, part, None, &mut produce, opts)
+        .await?;
+    warnings.append(&mut reply.warnings);
+    warnings.dedup();
+    reply.warnings = warnings;
+    Ok(reply)
+}
+
+fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions::default();
+    let parsed = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(decode_object(headers, body)?)
+    };
+    if let Some(v) = parsed {
+        opts.propagation_policy = v.get("propagationPolicy").and_then(Value::as_str).map(String::from);
+        opts.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
+        opts.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
+        opts.dry_run = v
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|d| d == "All"));
+        let pre = &v["preconditions"];
+        opts.preconditions = Preconditions {
+            uid: pre.get("uid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from),
+            resource_version: match pre.get("resourceVersion").and_then(Value::as_str) {
+                Some(rv) if !rv.is_empty() => Some(rv.parse().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
+                })?),
+                _ => None,
+            },
+        };
+    }
+    if let Some(p) = q.get("propagationPolicy") {
+        opts.propagation_policy = Some(p.clone());
+    }
+    if let Some(g) = q.get("gracePeriodSeconds") {
+        opts.grace_period_seconds = g.parse().ok();
+    }
+    if let Some(o) = flag(q, "orphanDependents") {
+        opts.orphan_dependents = Some(o);
+    }
+    if q.get("dryRun").map(String::as_str) == Some("All") {
+        opts.dry_run = true;
+    }
+    Ok(opts)
+}
+
+fn delete_response(res: &Resource, deleted: Deleted) -> Response {
+    match deleted {
+        Deleted::Pending(v) => json_response(StatusCode::OK, Bytes::from(v.to_string())),
+        Deleted::Gone(v) if res.strategy.returns_object_on_delete() => {
+            json_response(StatusCode::OK, Bytes::from(v.to_string()))
+        }
+        Deleted::Gone(v) => {
+            let mut details = serde_json::Map::new();
+            details.insert("name".into(), v["metadata"]["name"].clone());
+            if !res.group.is_empty() {
+                details.insert("group".into(), json!(res.group));
+            }
+            details.insert("kind".into(), json!(res.plural));
+            details.insert("uid".into(), v["metadata"]["uid"].clone());
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                "status": "Success", "details": details});
+            json_response(StatusCode::OK, Bytes::from(status.to_string()))
+        }
+    }
+}
+
+async fn delete_collection(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    ns: Option<&str>,
+    params: &ListParams,
+    opts: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    let mut all = params.clone();
+    all.limit = None;
+    all.continue_token = None;
+    let out = app.registry.list(res, ns, &all).await?;
+    let mut items = Vec::with_capacity(out.items.len());
+    for item in &out.items {
+        let v: Value = serde_json::from_slice(item).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        let item_ns = v["metadata"]["namespace"].as_str();
+        match app.registry.delete(res, item_ns.or(ns), name, opts).await {
+            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => items.push(v),
+            Err(ApiError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let body = json!({
+        "kind": res.list_kind,
+        "apiVersion": res.api_version(),
+        "metadata": {"resourceVersion": app.registry.store().current_rv().to_string()},
+        "items": items,
+    });
+    Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
+}
+
+/// Reads a request body for the scale subresource.
+pub(crate) async fn body_value(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let bytes = read_body(body).await?;
+    decode_object(headers, &bytes)
+}
+
+/// Reads a patch body for the scale subresource.
+pub(crate) async fn body_patch(headers: &HeaderMap, body: Body) -> Result<Patch, ApiError> {
+    let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+        accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
+    })?;
+    let bytes = read_body(body).await?;
+    Patch::parse(ty, &bytes, true)
+}
+
+/// Write options for the scale subresource.
+pub(crate) fn scale_write_options(q: &Query) -> Result<WriteOptions, ApiError> {
+    write_options(q)
+}

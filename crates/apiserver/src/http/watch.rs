@@ -1,0 +1,277 @@
+//! Watch streams: `{"type":…,"object":…}` lines, one per change, flushed as they come.
+//!
+//! A stream starts with synthetic `ADDED` events for the current objects (when no
+//! resourceVersion, `0`, or `sendInitialEvents` asks for them), then carries every change after
+//! its starting revision from the storage history. Selector transitions become `ADDED` and
+//! `DELETED`, as in Kubernetes. Bookmarks are sent when allowed (after the initial events, if
+//! asked, and on a quiet stream every `bookmark_interval`). A watcher that falls behind the
+//! history receives an `ERROR` event with a 410 Status and the stream ends; clients re-list.
+//!
+//! Plain JSON watches without selectors send the event line the history rendered once for all
+//! watchers, so fan-out costs one copy of a reference per watcher.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::App;
+use super::error::ApiError;
+use super::negotiate::Shape;
+use super::render::{self, IncludeObject};
+use super::resources::Query;
+use crate::registry::Resource;
+use crate::registry::list::{ListParams, Selection};
+use crate::registry::validation::FieldError;
+use crate::storage::{EventType, Storage, StorageError, WatchEvent, Watcher, render_line};
+
+fn invalid(detail: &str, field: &str) -> ApiError {
+    ApiError::invalid_options("ListOptions", vec![FieldError::forbidden(field, detail)])
+}
+
+/// Serves a watch request on a collection.
+pub(crate) async fn serve(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    ns: Option<&str>,
+    params: &ListParams,
+    shape: Shape,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let rv_match = params.resource_version_match.as_deref().filter(|s| !s.is_empty());
+    let send_initial = params.send_initial_events;
+    match (send_initial, rv_match) {
+        (Some(true), m) if m != Some("NotOlderThan") => {
+            return Err(invalid(
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                "sendInitialEvents",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                "resourceVersionMatch",
+            ));
+        }
+        _ => {}
+    }
+    let selection = Selection::new(res, params)?;
+    let rv = params.resource_version.as_deref().filter(|s| !s.is_empty());
+    let requested = match rv {
+        None | Some("0") => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?,
+        ),
+    };
+    if let Some(n) = requested {
+        app.registry.wait_for_rv(n).await?;
+    }
+    let wants_initial = match send_initial {
+        Some(flag) => flag,
+        None => requested.is_none(),
+    };
+    let mut state = Stream {
+        app: app.clone(),
+        res: res.clone(),
+        selection,
+        shape,
+        include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
+        watcher: None,
+        pending: VecDeque::new(),
+        columns_sent: false,
+        bookmarks: params.allow_watch_bookmarks,
+        deadline: params
+            .timeout_seconds
+            .map(|t| Instant::now() + Duration::from_secs(t)),
+        done: false,
+    };
+    let start = if wants_initial {
+        let snapshot_params = ListParams {
+            label_selector: params.label_selector.clone(),
+            field_selector: params.field_selector.clone(),
+            ..Default::default()
+        };
+        let out = app.registry.list(res, ns, &snapshot_params).await?;
+        for item in &out.items {
+            if let Ok(v) = serde_json::from_slice::<Value>(item) {
+                let line = state.line("ADDED", v);
+                state.pending.push_back(line);
+            }
+        }
+        if send_initial == Some(true) && state.bookmarks {
+            let bookmark = state.bookmark(out.rv, true);
+            state.pending.push_back(bookmark);
+        }
+        out.rv
+    } else {
+        requested.unwrap_or_else(|| app.registry.store().current_rv())
+    };
+    match app.registry.store().watch(&res.collection_prefix(ns), start) {
+        Ok(w) => state.watcher = Some(w),
+        Err(StorageError::Expired { requested, oldest }) => {
+            state.pending.push_back(expired_line(requested, oldest));
+            state.done = true;
+        }
+        Err(e) => return Err(ApiError::from_storage(e, &res.group_resource(), "")),
+    }
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        st.next_chunk().await.map(|chunk| (Ok::<_, Infallible>(chunk), st))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+fn expired_line(requested: u64, oldest: u64) -> Bytes {
+    let status = ApiError::Expired {
+        message: format!("too old resource version: {requested} ({oldest})"),
+        continue_token: None,
+    }
+    .status();
+    render_line("ERROR", status.to_string().as_bytes())
+}
+
+struct Stream {
+    app: Arc<App>,
+    res: Arc<Resource>,
+    selection: Selection,
+    shape: Shape,
+    include: IncludeObject,
+    watcher: Option<Watcher>,
+    pending: VecDeque<Bytes>,
+    columns_sent: bool,
+    bookmarks: bool,
+    deadline: Option<Instant>,
+    done: bool,
+}
+
+impl Stream {
+    /// Renders an event line for an object in served form.
+    fn line(&mut self, kind: &str, obj: Value) -> Bytes {
+        let body = match self.shape {
+            Shape::Object => obj,
+            Shape::Metadata => render::partial_metadata(&obj),
+            Shape::Table(version) => {
+                let with_columns = !self.columns_sent;
+                self.columns_sent = true;
+                let mut t = render::table(&self.res, version, &[obj.clone()], None, self.include, with_columns);
+                t["metadata"] = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                t
+            }
+        };
+        render_line(kind, body.to_string().as_bytes())
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let (kind, api_version) = match self.shape {
+            Shape::Metadata => ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string()),
+            _ => (self.res.kind.clone(), self.res.api_version()),
+        };
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
+        render_line("BOOKMARK", obj.to_string().as_bytes())
+    }
+
+    /// Renders a storage event for this watcher, or `None` when it is filtered out.
+    fn event_line(&mut self, e: &WatchEvent) -> Option<Bytes> {
+        let plain = self.shape == Shape::Object && !self.res.strategy.converts();
+        if plain && self.selection.is_everything() {
+            return Some(e.json_line());
+        }
+        let current: Value = serde_json::from_slice(&e.object).ok()?;
+        let (kind, obj) = if self.selection.is_everything() {
+            (e.kind.as_str(), current)
+        } else {
+            let now = self.selection.matches(&self.res, &current);
+            let before = e
+                .prev
+                .as_ref()
+                .and_then(|p| serde_json::from_slice::<Value>(&p.bytes).ok())
+                .is_some_and(|p| self.selection.matches(&self.res, &p));
+            match (e.kind, before, now) {
+                (EventType::Added, _, true) => ("ADDED", current),
+                (EventType::Modified, true, true) => ("MODIFIED", current),
+                (EventType::Modified, false, true) => ("ADDED", current),
+                (EventType::Modified, true, false) => {
+                    let mut prev: Value = e
+                        .prev
+                        .as_ref()
+                        .and_then(|p| serde_json::from_slice(&p.bytes).ok())?;
+                    crate::storage::set_resource_version(&mut prev, e.rv);
+                    ("DELETED", prev)
+                }
+                (EventType::Deleted, _, true) => ("DELETED", current),
+                _ => return None,
+            }
+        };
+        if plain && kind == e.kind.as_str() {
+            return Some(e.json_line());
+        }
+        let served = self.res.strategy.from_storage(obj);
+        Some(self.line(kind, served))
+    }
+
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        enum Woke {
+            Stop,
+            Bookmark(u64),
+            Event(Result<Arc<WatchEvent>, StorageError>),
+        }
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Some(line);
+            }
+            if self.done {
+                return None;
+            }
+            let mut watcher = self.watcher.take()?;
+            let shutdown = self.app.shutdown.clone();
+            let woke = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => Woke::Stop,
+                () = sleep_until(self.deadline) => Woke::Stop,
+                () = tokio::time::sleep(self.app.bookmark_interval), if self.bookmarks => {
+                    Woke::Bookmark(watcher.progress())
+                }
+                next = watcher.next() => Woke::Event(next),
+            };
+            self.watcher = Some(watcher);
+            match woke {
+                Woke::Stop => return None,
+                Woke::Bookmark(rv) => return Some(self.bookmark(rv, false)),
+                Woke::Event(Ok(event)) => {
+                    if let Some(line) = self.event_line(&event) {
+                        return Some(line);
+                    }
+                }
+                Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
+                    self.done = true;
+                    return Some(expired_line(requested, oldest));
+                }
+                Woke::Event(Err(_)) => return None,
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,214 @@
+//! Strategies of the apps/v1 kinds.
+
+use k8s_openapi::api::apps::v1 as apps;
+use serde_json::{Value, json};
+
+use super::core::{default_pod_spec, validate_pod_spec};
+use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
+use crate::registry::validation::FieldError;
+
+/// Checks `spec.selector` against the template labels, and that it is set at all.
+fn validate_selector(obj: &Value, errs: &mut Vec<FieldError>) {
+    let selector = &obj["spec"]["selector"];
+    let match_labels = selector["matchLabels"].as_object();
+    let has_expressions = selector["matchExpressions"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty());
+    if match_labels.is_none_or(|m| m.is_empty()) && !has_expressions {
+        errs.push(FieldError::required("spec.selector", ""));
+        return;
+    }
+    let labels = obj["spec"]["template"]["metadata"]["labels"].as_object();
+    let mut matches = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
+    for expr in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = expr["key"].as_str().unwrap_or_default();
+        let value = labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        let values: Vec<&str> = expr["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        matches &= match expr["operator"].as_str().unwrap_or_default() {
+            "In" => value.is_some_and(|v| values.contains(&v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(&v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        };
+    }
+    if !matches {
+        let rendered = labels
+            .map(|l| {
+                l.iter()
+                    .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        errs.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            Value::String(format!("map[{rendered}]")),
+            "`selector` does not match template `labels`",
+        ));
+    }
+}
+
+fn validate_workload(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    validate_selector(obj, &mut errs);
+    if let Some(r) = obj["spec"]["replicas"].as_i64()
+        && r < 0
+    {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            json!(r),
+            "must be greater than or equal to 0",
+        ));
+    }
+    validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec", &mut errs);
+    errs
+}
+
+fn validate_selector_unchanged(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    if new["spec"]["selector"] != old["spec"]["selector"] {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            new["spec"]["selector"].clone(),
+            "field is immutable",
+        ));
+    }
+}
+
+/// Deployments: defaults, selector rules, generation on spec and annotation changes.
+pub(super) struct DeploymentStrategy;
+
+fn default_deployment(obj: &mut Value) {
+    default_at(obj, &["spec", "replicas"], json!(1));
+    default_at(
+        obj,
+        &["spec", "strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+    );
+    if obj["spec"]["strategy"]["type"] == "RollingUpdate" {
+        default_at(obj, &["spec", "strategy", "rollingUpdate", "maxUnavailable"], json!("25%"));
+        default_at(obj, &["spec", "strategy", "rollingUpdate", "maxSurge"], json!("25%"));
+    }
+    default_at(obj, &["spec", "revisionHistoryLimit"], json!(10));
+    default_at(obj, &["spec", "progressDeadlineSeconds"], json!(600));
+    default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+}
+
+impl Strategy for DeploymentStrategy {
+    fn decode(&self, obj: Value) -> Result<Decoded, String> {
+        decode_typed::<apps::Deployment>(obj)
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+            || new["metadata"].get("annotations") != old["metadata"].get("annotations")
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_deployment(obj);
+        obj["status"] = json!({});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        default_deployment(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_workload(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_workload(new);
+        validate_selector_unchanged(new, old, &mut errs);
+        errs
+    }
+}
+
+/// ReplicaSets.
+pub(super) struct ReplicaSetStrategy;
+
+impl Strategy for ReplicaSetStrategy {
+    fn decode(&self, obj: Value) -> Result<Decoded, String> {
+        decode_typed::<apps::ReplicaSet>(obj)
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_at(obj, &["spec", "replicas"], json!(1));
+        default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+        obj["status"] = json!({"replicas": 0});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        default_at(new, &["spec", "replicas"], json!(1));
+        default_pod_spec(&mut new["spec"]["template"]["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_workload(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_workload(new);
+        validate_selector_unchanged(new, old, &mut errs);
+        errs
+    }
+
+    fn field_labels(&self) -> &'static [&'static str] {
+        &["status.replicas"]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(selector: Value, labels: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"selector": selector, "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    }
+
+    #[test]
+    fn a_selector_that_misses_the_template_labels_is_invalid() {
+        let errs = DeploymentStrategy.validate(&deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "b"})));
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec.template.metadata.labels");
+        assert!(errs[0].message().contains("`selector` does not match template `labels`"));
+    }
+
+    #[test]
+    fn match_expressions_are_honoured() {
+        let d = deployment(
+            json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["web", "api"]}]}),
+            json!({"tier": "api"}),
+        );
+        assert!(DeploymentStrategy.validate(&d).is_empty());
+    }
+
+    #[test]
+    fn deployment_defaults_match_kubernetes() {
+        let mut d = deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
+        DeploymentStrategy.prepare_for_create(&mut d);
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(d["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+        assert_eq!(d["status"], json!({}));
+    }
+}

@@ -1,0 +1,169 @@
+//! The built-in kinds the server serves, as Kubernetes v1.32 serves them: their discovery
+//! entries ([`resources`]) and their strategies (one module per API group).
+//!
+//! No controllers run for them (no scheduler, kubelet or Deployment controller): objects are
+//! decoded, defaulted, validated, stored and watched.
+
+mod apps;
+mod core;
+mod events;
+mod other;
+
+use std::sync::Arc;
+
+use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
+use super::strategy::Strategy;
+
+struct Def {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    all: bool,
+    status: bool,
+    scale: bool,
+    other_subresources: &'static [&'static str],
+    storage_prefix: Option<&'static str>,
+    strategy: Arc<dyn Strategy>,
+}
+
+impl Def {
+    fn new(group: &'static str, kind: &'static str, plural: &'static str, strategy: Arc<dyn Strategy>) -> Self {
+        Def {
+            group,
+            kind,
+            plural,
+            namespaced: true,
+            short_names: &[],
+            all: false,
+            status: false,
+            scale: false,
+            other_subresources: &[],
+            storage_prefix: None,
+            strategy,
+        }
+    }
+
+    fn cluster(mut self) -> Self {
+        self.namespaced = false;
+        self
+    }
+
+    fn short(mut self, names: &'static [&'static str]) -> Self {
+        self.short_names = names;
+        self
+    }
+
+    fn in_all(mut self) -> Self {
+        self.all = true;
+        self
+    }
+
+    fn with_status(mut self) -> Self {
+        self.status = true;
+        self
+    }
+
+    fn with_scale(mut self) -> Self {
+        self.scale = true;
+        self
+    }
+
+    fn stored_at(mut self, prefix: &'static str) -> Self {
+        self.storage_prefix = Some(prefix);
+        self
+    }
+
+    fn build(self) -> Resource {
+        let version = "v1".to_string();
+        let group_dir = if self.group.is_empty() { "core" } else { self.group };
+        let mut verbs = ALL_VERBS.to_vec();
+        if self.kind == "Namespace" {
+            verbs.retain(|v| *v != "deletecollection");
+        }
+        Resource {
+            group: self.group.into(),
+            version,
+            kind: self.kind.into(),
+            list_kind: format!("{}List", self.kind),
+            plural: self.plural.into(),
+            singular: self.kind.to_ascii_lowercase(),
+            namespaced: self.namespaced,
+            short_names: self.short_names.iter().map(|s| s.to_string()).collect(),
+            categories: if self.all { vec!["all".into()] } else { Vec::new() },
+            verbs,
+            subresources: Subresources {
+                status: self.status,
+                scale: self.scale.then(|| ScalePaths {
+                    spec_replicas: "/spec/replicas".into(),
+                    status_replicas: "/status/replicas".into(),
+                    label_selector: Some("/spec/selector".into()),
+                }),
+                other: self.other_subresources.to_vec(),
+            },
+            storage_prefix: self
+                .storage_prefix
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("/{group_dir}/{}", self.plural)),
+            strategy: self.strategy,
+        }
+    }
+}
+
+/// Every built-in resource, in discovery order within each group.
+pub fn resources() -> Vec<Resource> {
+    let core_events = Arc::new(core::EventStrategy);
+    let defs = vec![
+        // core/v1
+        Def::new("", "ConfigMap", "configmaps", Arc::new(core::ConfigMapStrategy)).short(&["cm"]),
+        Def::new("", "Event", "events", core_events).short(&["ev"]),
+        {
+            let mut d = Def::new("", "Namespace", "namespaces", Arc::new(core::NamespaceStrategy))
+                .cluster()
+                .short(&["ns"])
+                .with_status();
+            d.other_subresources = &["finalize"];
+            d
+        },
+        Def::new("", "Pod", "pods", Arc::new(core::PodStrategy))
+            .short(&["po"])
+            .in_all()
+            .with_status(),
+        Def::new("", "Secret", "secrets", Arc::new(core::SecretStrategy)),
+        Def::new("", "ServiceAccount", "serviceaccounts", Arc::new(core::ServiceAccountStrategy)).short(&["sa"]),
+        Def::new("", "Service", "services", Arc::new(core::ServiceStrategy::new()))
+            .short(&["svc"])
+            .in_all()
+            .with_status(),
+        // apps/v1
+        Def::new("apps", "Deployment", "deployments", Arc::new(apps::DeploymentStrategy))
+            .short(&["deploy"])
+            .in_all()
+            .with_status()
+            .with_scale(),
+        Def::new("apps", "ReplicaSet", "replicasets", Arc::new(apps::ReplicaSetStrategy))
+            .short(&["rs"])
+            .in_all()
+            .with_status()
+            .with_scale(),
+        // coordination.k8s.io/v1
+        Def::new("coordination.k8s.io", "Lease", "leases", Arc::new(other::LeaseStrategy)),
+        // events.k8s.io/v1: the same objects as core Events, another schema
+        Def::new("events.k8s.io", "Event", "events", Arc::new(events::EventsV1Strategy))
+            .short(&["ev"])
+            .stored_at("/core/events"),
+        // rbac.authorization.k8s.io/v1
+        Def::new("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", Arc::new(other::RbacStrategy::ClusterRoleBinding)).cluster(),
+        Def::new("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", Arc::new(other::RbacStrategy::ClusterRole)).cluster(),
+        Def::new("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", Arc::new(other::RbacStrategy::RoleBinding)),
+        Def::new("rbac.authorization.k8s.io", "Role", "roles", Arc::new(other::RbacStrategy::Role)),
+    ];
+    defs.into_iter().map(Def::build).collect()
+}
+
+/// The namespaces that exist when the server first starts.
+pub const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Namespaces that may never be deleted.
+pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];

@@ -1,0 +1,120 @@
+//! The registry: which resources are served, and the verbs on them with Kubernetes semantics.
+//!
+//! [`Registry`] owns the [`Catalog`] of served [`Resource`]s and the storage. Its methods
+//! (`create`, `get`, `list`, `update`, `patch`, `delete`, `delete_collection`) implement
+//! the parts of each verb every kind shares — server-owned metadata, names and namespaces,
+//! optimistic concurrency, the status subresource, finalizers, dry runs — and defer the rest
+//! to the resource's [`Strategy`]. The HTTP layer parses requests into these calls and
+//! renders their results; it holds no semantics of its own.
+//!
+//! Start with [`Registry::new`] and [`rest`].
+
+pub mod builtin;
+pub mod list;
+pub mod resource;
+pub mod rest;
+pub mod strategy;
+pub mod validation;
+
+use std::sync::{Arc, RwLock};
+
+use crate::storage::Store;
+
+pub use resource::{Resource, ScalePaths, Subresources};
+pub use strategy::Strategy;
+
+/// The served resources at one moment. Replaced whole when it changes (CRDs come and go), so
+/// a request works on one consistent view.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    resources: Vec<Arc<Resource>>,
+}
+
+impl Catalog {
+    /// A catalog of these resources.
+    pub fn new(resources: Vec<Resource>) -> Self {
+        Catalog {
+            resources: resources.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// Every served resource.
+    pub fn resources(&self) -> &[Arc<Resource>] {
+        &self.resources
+    }
+
+    /// The resource served at `group`/`version`/`plural`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.plural == plural && r.group == group && r.version == version)
+            .cloned()
+    }
+
+    /// The resource of a kind, for a given group and version.
+    pub fn find_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.kind == kind && r.group == group && r.version == version)
+            .cloned()
+    }
+
+    /// The group versions served, each with its resources, groups in first-seen order (core
+    /// first).
+    pub fn group_versions(&self) -> Vec<(String, String, Vec<Arc<Resource>>)> {
+        let mut out: Vec<(String, String, Vec<Arc<Resource>>)> = Vec::new();
+        for r in &self.resources {
+            match out
+                .iter_mut()
+                .find(|(g, v, _)| *g == r.group && *v == r.version)
+            {
+                Some((_, _, list)) => list.push(r.clone()),
+                None => out.push((r.group.clone(), r.version.clone(), vec![r.clone()])),
+            }
+        }
+        out
+    }
+}
+
+/// The served resources and their storage.
+pub struct Registry {
+    catalog: RwLock<Arc<Catalog>>,
+    store: Arc<Store>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry serving the built-in kinds over `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Registry {
+            catalog: RwLock::new(Arc::new(Catalog::new(builtin::resources()))),
+            store,
+        }
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the catalog (when the set of served resources changes).
+    pub fn set_catalog(&self, catalog: Catalog) {
+        *self
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(catalog);
+    }
+
+    /// The storage.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}

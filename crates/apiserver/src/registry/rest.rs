@@ -1,0 +1,856 @@
+//! The write verbs and `get`, with the semantics every kind shares.
+//!
+//! Objects move through these functions in their *served* form (the resource's schema); the
+//! strategy converts to the stored form just before storage and back just after.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use super::Registry;
+use super::resource::Resource;
+use super::validation::{FieldError, check_name, validate_object_meta};
+use crate::http::error::{ApiError, GroupResource};
+use crate::storage::{
+    Outcome, Preconditions, Storage, StorageError, Stored, Update, resource_version_of,
+};
+
+/// How unknown fields in a request body are treated (`fieldValidation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and warn (the default).
+    #[default]
+    Warn,
+    /// Reject the request.
+    Strict,
+}
+
+/// Options shared by create, update and patch.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: do everything but persist.
+    pub dry_run: bool,
+    /// `fieldManager`.
+    pub field_manager: Option<String>,
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: everything but status (when a status subresource exists).
+    Main,
+    /// The `/status` subresource: only status.
+    Status,
+}
+
+/// A successful write: HTTP status, the object in served form, warnings for the client.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// 200 or 201.
+    pub code: u16,
+    /// The object's JSON.
+    pub body: Bytes,
+    /// `Warning` headers to send.
+    pub warnings: Vec<String>,
+}
+
+/// `DeleteOptions`, from the body or the query.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// `preconditions`.
+    pub preconditions: Preconditions,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// `propagationPolicy`.
+    pub propagation_policy: Option<String>,
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `orphanDependents` (deprecated).
+    pub orphan_dependents: Option<bool>,
+}
+
+impl DeleteOptions {
+    /// Checks the options as Kubernetes does.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let mut causes = Vec::new();
+        if let Some(p) = &self.propagation_policy {
+            if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
+                causes.push(FieldError::not_supported(
+                    "propagationPolicy",
+                    json!(p),
+                    &["Foreground", "Background", "Orphan", "nil"],
+                ));
+            }
+            if self.orphan_dependents.is_some() {
+                causes.push(FieldError::invalid(
+                    "propagationPolicy",
+                    json!(p),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                ));
+            }
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Invalid {
+                kind: "DeleteOptions.meta.k8s.io".into(),
+                group: "meta.k8s.io".into(),
+                name: String::new(),
+                causes,
+            })
+        }
+    }
+}
+
+/// What a delete did.
+#[derive(Clone, Debug)]
+pub enum Deleted {
+    /// The object is gone; its last state.
+    Gone(Value),
+    /// The object stays until its finalizers are removed; its current state.
+    Pending(Value),
+}
+
+/// The current time as Kubernetes writes timestamps: RFC 3339, seconds, UTC.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("metadata was just made an object"),
+    }
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+fn name_of(obj: &Value) -> &str {
+    meta_str(obj, "name").unwrap_or_default()
+}
+
+/// The random suffix alphabet Kubernetes uses for generated names (no vowels, no confusables).
+const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn generate_name(prefix: &str) -> String {
+    let prefix: String = prefix.chars().take(58).collect();
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| NAME_CHARS[rng.random_range(0..NAME_CHARS.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+impl Registry {
+    fn storage(&self) -> &dyn Storage {
+        &**self.store()
+    }
+
+    /// Checks the body's `apiVersion` and `kind` against the endpoint (filling them if absent)
+    /// and decodes it, applying `fieldValidation`.
+    pub fn decode_body(
+        &self,
+        res: &Resource,
+        mut body: Value,
+        validation: FieldValidation,
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        let Some(map) = body.as_object_mut() else {
+            return Err(ApiError::BadRequest(format!(
+                "{} in version {:?} cannot be handled as a {}: the body is not a JSON object",
+                res.kind, res.version, res.kind
+            )));
+        };
+        let api_version = res.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("apiVersion".into(), json!(api_version));
+            }
+            Some(v) if v == api_version => {}
+            Some(v) => {
+                return Err(ApiError::BadRequest(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                )));
+            }
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("kind".into(), json!(res.kind));
+            }
+            Some(k) if k == res.kind => {}
+            Some(k) => {
+                return Err(ApiError::BadRequest(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    res.kind
+                )));
+            }
+        }
+        if map.get("metadata").is_some_and(|m| !m.is_object() && !m.is_null()) {
+            return Err(ApiError::BadRequest(format!(
+                "{} in version {:?} cannot be handled as a {}: metadata must be an object",
+                res.kind, res.version, res.kind
+            )));
+        }
+        let decoded = res.strategy.decode(body).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "{} in version {:?} cannot be handled as a {}: {e}",
+                res.kind, res.version, res.kind
+            ))
+        })?;
+        if !decoded.unknown_fields.is_empty() {
+            match validation {
+                FieldValidation::Ignore => {}
+                FieldValidation::Warn => warnings.extend(
+                    decoded
+                        .unknown_fields
+                        .iter()
+                        .map(|f| format!("unknown field {f:?}")),
+                ),
+                FieldValidation::Strict => {
+                    let list = decoded
+                        .unknown_fields
+                        .iter()
+                        .map(|f| format!("unknown field {f:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(ApiError::BadRequest(format!(
+                        "{} in version {:?} cannot be handled as a {}: strict decoding error: {list}",
+                        res.kind, res.version, res.kind
+                    )));
+                }
+            }
+        }
+        Ok(decoded.object)
+    }
+
+    /// Reads a stored object in served form.
+    fn served(&self, res: &Resource, stored: &Stored) -> Result<Bytes, ApiError> {
+        if !res.strategy.converts() {
+            return Ok(stored.bytes.clone());
+        }
+        let v = stored
+            .value()
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let served = res.strategy.from_storage(v);
+        serde_json::to_vec(&served)
+            .map(Bytes::from)
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// Converts stored bytes to the served form (for lists and watches).
+    pub fn served_bytes(&self, res: &Resource, stored: &Stored) -> Result<Bytes, ApiError> {
+        self.served(res, stored)
+    }
+
+    /// `GET` one object.
+    pub fn get(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Bytes, ApiError> {
+        let stored = self
+            .storage()
+            .get(&res.key(ns, name))
+            .map_err(|e| ApiError::from_storage(e, &res.group_resource(), name))?;
+        self.served(res, &stored)
+    }
+
+    /// `GET` one object as a value in served form.
+    pub fn get_value(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let bytes = self.get(res, ns, name)?;
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// Fails unless namespace `ns` exists and is not terminating.
+    fn check_namespace_for_create(&self, res: &Resource, ns: &str, name: &str) -> Result<(), ApiError> {
+        let namespaces = GroupResource {
+            group: String::new(),
+            resource: "namespaces".into(),
+        };
+        let stored = self
+            .storage()
+            .get(&format!("/core/namespaces/{ns}"))
+            .map_err(|e| ApiError::from_storage(e, &namespaces, ns))?;
+        let v = stored.value().map_err(|e| ApiError::Internal(e.to_string()))?;
+        if v.pointer("/metadata/deletionTimestamp").is_some()
+            || v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        {
+            return Err(ApiError::Forbidden {
+                resource: res.group_resource(),
+                name: Some(name.to_string()),
+                message: format!(
+                    "{} {name:?} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    res.group_resource()
+                ),
+                causes: vec![json!({"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"})],
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts the namespace from the URL into the object, or fails if the body says another.
+    fn settle_namespace(&self, res: &Resource, obj: &mut Value, ns: Option<&str>) -> Result<(), ApiError> {
+        let meta = meta_mut(obj);
+        if !res.namespaced {
+            meta.remove("namespace");
+            return Ok(());
+        }
+        let url_ns = ns.unwrap_or_default();
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), json!(url_ns));
+                Ok(())
+            }
+            Some(body_ns) if body_ns == url_ns => Ok(()),
+            Some(_) => Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            )),
+        }
+    }
+
+    fn invalid(res: &Resource, name: &str, causes: Vec<FieldError>) -> ApiError {
+        ApiError::Invalid {
+            kind: res.qualified_kind(),
+            group: res.group.clone(),
+            name: name.to_string(),
+            causes,
+        }
+    }
+
+    /// Metadata and strategy validation of a whole object.
+    fn validate_object(&self, res: &Resource, obj: &Value, old: Option<&Value>, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+        let name = name_of(obj);
+        let mut causes = Vec::new();
+        if name.is_empty() {
+            causes.push(FieldError::required("metadata.name", "name or generateName is required"));
+        } else {
+            for why in check_name(res.strategy.name_rule(), name) {
+                causes.push(FieldError::invalid("metadata.name", json!(name), why));
+            }
+        }
+        let (meta_errs, meta_warnings) = validate_object_meta(obj);
+        causes.extend(meta_errs);
+        warnings.extend(meta_warnings);
+        causes.extend(match old {
+            None => res.strategy.validate(obj),
+            Some(old) => res.strategy.validate_update(obj, old),
+        });
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(Self::invalid(res, name, causes))
+        }
+    }
+
+    /// `POST` a new object. `body` is the decoded request body.
+    pub async fn create(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Reply, ApiError> {
+        let mut warnings = Vec::new();
+        let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
+        self.settle_namespace(res, &mut obj, ns)?;
+        let meta = meta_mut(&mut obj);
+        if meta
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+        {
+            return Err(ApiError::Internal(
+                "resourceVersion should not be set on objects to be created".into(),
+            ));
+        }
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(field);
+        }
+        res.strategy.prepare_for_create(&mut obj);
+        let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
+            .then(|| meta_str(&obj, "generateName").unwrap_or_default().to_string())
+            .filter(|p| !p.is_empty());
+        if let Some(prefix) = &generate {
+            meta_mut(&mut obj).insert("name".into(), json!(generate_name(prefix)));
+        }
+        self.validate_object(res, &obj, None, &mut warnings)?;
+        let name = name_of(&obj).to_string();
+        if res.namespaced {
+            self.check_namespace_for_create(res, ns.unwrap_or_default(), &name)?;
+        }
+        {
+            let meta = meta_mut(&mut obj);
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            if res.strategy.tracks_generation() {
+                meta.insert("generation".into(), json!(1));
+            }
+        }
+        if opts.dry_run {
+            if self.storage().get(&res.key(ns, &name)).is_ok() {
+                return Err(ApiError::AlreadyExists {
+                    resource: res.group_resource(),
+                    name,
+                    message: None,
+                });
+            }
+            return Ok(Reply {
+                code: 201,
+                body: to_bytes(&obj)?,
+                warnings,
+            });
+        }
+        let mut attempts = 0;
+        loop {
+            let name = name_of(&obj).to_string();
+            let stored_form = res.strategy.to_storage(obj.clone());
+            match self.storage().create(&res.key(ns, &name), stored_form).await {
+                Ok(stored) => {
+                    return Ok(Reply {
+                        code: 201,
+                        body: self.served(res, &stored)?,
+                        warnings,
+                    });
+                }
+                Err(StorageError::AlreadyExists { .. }) if generate.is_some() && attempts < 8 => {
+                    attempts += 1;
+                    let prefix = generate.as_deref().unwrap_or_default();
+                    meta_mut(&mut obj).insert("name".into(), json!(generate_name(prefix)));
+                }
+                Err(StorageError::AlreadyExists { .. }) if generate.is_some() => {
+                    return Err(ApiError::AlreadyExists {
+                        resource: res.group_resource(),
+                        name: name.clone(),
+                        message: Some(format!(
+                            "{} {name:?} already exists, the server was not able to generate a unique name for the object",
+                            res.group_resource()
+                        )),
+                    });
+                }
+                Err(e) => return Err(ApiError::from_storage(e, &res.group_resource(), &name)),
+            }
+        }
+    }
+
+    /// `PUT` an object (or its status). `body` is the raw request body.
+    pub async fn update(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        name: &str,
+        part: Part,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Reply, ApiError> {
+        let mut warnings = Vec::new();
+        let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
+        match meta_str(&obj, "name") {
+            None | Some("") => {
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+            }
+            Some(n) if n == name => {}
+            Some(n) => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+        }
+        self.settle_namespace(res, &mut obj, ns)?;
+        let wanted_rv = match meta_str(&obj, "resourceVersion") {
+            None | Some("") => None,
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
+            })?),
+        };
+        if wanted_rv.is_none() && res.strategy.requires_resource_version_on_update() {
+            return Err(ApiError::Invalid {
+                kind: res.group_resource().to_string(),
+                group: res.group.clone(),
+                name: name.to_string(),
+                causes: vec![FieldError::invalid(
+                    "metadata.resourceVersion",
+                    json!("0x0"),
+                    "must be specified for an update",
+                )],
+            });
+        }
+        let key = res.key(ns, name);
+        if part == Part::Main
+            && res.strategy.allow_create_on_update()
+            && matches!(self.storage().get(&key), Err(StorageError::NotFound { .. }))
+        {
+            let mut create_body = obj.clone();
+            meta_mut(&mut create_body).remove("resourceVersion");
+            match self.create(res, ns, create_body, opts).await {
+                Err(ApiError::AlreadyExists { .. }) => {}
+                other => return other,
+            }
+        }
+        let mut produce = |_: &Value| Ok(obj.clone());
+        let mut reply = self
+            .write_existing(res, ns, name, part, wanted_rv, &mut produce, opts)
+            .await?;
+        warnings.append(&mut reply.warnings);
+        reply.warnings = warnings;
+        Ok(reply)
+    }
+
+    /// The shared update path of PUT and PATCH: reads the object, asks `produce` for the new
+    /// served object (given the current one), applies every rule, and writes it, re-running
+    /// `produce` when another write raced.
+    pub async fn write_existing(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        name: &str,
+        part: Part,
+        wanted_rv: Option<u64>,
+        produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
+        opts: &WriteOptions,
+    ) -> Result<Reply, ApiError> {
+        let key = res.key(ns, name);
+        let mut failure: Option<ApiError> = None;
+        let mut dry_result: Option<Value> = None;
+        let mut warnings: Vec<String> = Vec::new();
+        let gr = res.group_resource();
+        let mut step = |old_stored: Value| -> Update {
+            let old = res.strategy.from_storage(old_stored);
+            match self.next_version(res, name, part, wanted_rv, &old, produce, &mut warnings) {
+                Err(e) => {
+                    failure = Some(e);
+                    Update::Abort
+                }
+                Ok(new) if opts.dry_run => {
+                    dry_result = Some(new);
+                    Update::Abort
+                }
+                Ok(new) => {
+                    let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+                    let no_finalizers = new
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .is_none_or(Vec::is_empty);
+                    let stored = res.strategy.to_storage(new);
+                    if deleting && no_finalizers && res.kind != "Namespace" {
+                        Update::Delete(stored)
+                    } else {
+                        Update::Put(stored)
+                    }
+                }
+            }
+        };
+        let result = self
+            .storage()
+            .guaranteed_update(&key, &Preconditions::default(), &mut step)
+            .await;
+        match result {
+            Ok(written) => Ok(Reply {
+                code: 200,
+                body: self.served(res, &written.stored)?,
+                warnings,
+            }),
+            Err(StorageError::Aborted) => match (failure, dry_result) {
+                (Some(e), _) => Err(e),
+                (None, Some(v)) => Ok(Reply {
+                    code: 200,
+                    body: to_bytes(&v)?,
+                    warnings,
+                }),
+                (None, None) => Err(ApiError::Internal("update aborted without a reason".into())),
+            },
+            Err(e) => Err(ApiError::from_storage(e, &gr, name)),
+        }
+    }
+
+    /// Computes the next version of an object from its current one.
+    #[allow(clippy::too_many_arguments)]
+    fn next_version(
+        &self,
+        res: &Resource,
+        name: &str,
+        part: Part,
+        wanted_rv: Option<u64>,
+        old: &Value,
+        produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        let mut new = produce(old)?;
+        let old_rv = resource_version_of(old);
+        let new_rv = match meta_str(&new, "resourceVersion") {
+            None | Some("") => wanted_rv,
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
+            })?),
+        };
+        if let Some(rv) = new_rv
+            && Some(rv) != old_rv
+        {
+            return Err(ApiError::Conflict {
+                resource: res.group_resource(),
+                name: name.to_string(),
+                detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+            });
+        }
+        match meta_str(&new, "name") {
+            Some(n) if n != name => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        if part == Part::Status {
+            let status = new.get("status").cloned();
+            new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        } else if res.subresources.status {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        {
+            let meta = meta_mut(&mut new);
+            let old_uid = old_meta.get("uid").and_then(Value::as_str).unwrap_or_default();
+            match meta.get("uid").and_then(Value::as_str) {
+                None | Some("") => {
+                    meta.insert("uid".into(), json!(old_uid));
+                }
+                Some(uid) if uid == old_uid => {}
+                Some(uid) => {
+                    return Err(ApiError::Conflict {
+                        resource: res.group_resource(),
+                        name: name.to_string(),
+                        detail: format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}"
+                        ),
+                    });
+                }
+            }
+            for field in [
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "managedFields",
+                "namespace",
+            ] {
+                match old_meta.get(field) {
+                    Some(v) => {
+                        meta.insert(field.into(), v.clone());
+                    }
+                    None => {
+                        meta.remove(field);
+                    }
+                }
+            }
+            meta.remove("selfLink");
+            meta.insert("name".into(), json!(name));
+        }
+        if old_meta.get("deletionTimestamp").is_some() {
+            let old_f: Vec<&Value> = old_meta
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().collect())
+                .unwrap_or_default();
+            let added: Vec<String> = new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|f| !old_f.contains(f))
+                .map(|f| format!("{f}"))
+                .collect();
+            if !added.is_empty() {
+                return Err(Self::invalid(
+                    res,
+                    name,
+                    vec![FieldError::forbidden(
+                        "metadata.finalizers",
+                        format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            added.join(", ")
+                        ),
+                    )],
+                ));
+            }
+        }
+        if part == Part::Main {
+            res.strategy.prepare_for_update(&mut new, old);
+        }
+        self.validate_object(res, &new, Some(old), warnings)?;
+        if res.strategy.tracks_generation()
+            && part == Part::Main
+            && res.strategy.generation_changed(&new, old)
+        {
+            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+        }
+        Ok(new)
+    }
+
+    /// `DELETE` one object.
+    pub async fn delete(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        opts.validate()?;
+        if res.kind == "Namespace" && super::builtin::IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::Forbidden {
+                resource: res.group_resource(),
+                name: Some(name.to_string()),
+                message: format!("namespaces {name:?} is forbidden: this namespace may not be deleted"),
+                causes: Vec::new(),
+            });
+        }
+        let key = res.key(ns, name);
+        let mut already: Option<Value> = None;
+        let mut dry: Option<Deleted> = None;
+        let mut step = |old_stored: Value| -> Update {
+            let old = res.strategy.from_storage(old_stored.clone());
+            if old.pointer("/metadata/deletionTimestamp").is_some() {
+                already = Some(old);
+                return Update::Abort;
+            }
+            let has_finalizers = old
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            let spec_finalizers = res.kind == "Namespace"
+                && old
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty());
+            if has_finalizers || spec_finalizers {
+                let mut marked = old;
+                {
+                    let meta = meta_mut(&mut marked);
+                    meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
+                        && g > 0
+                    {
+                        meta.insert("generation".into(), json!(g + 1));
+                    }
+                }
+                if res.kind == "Namespace" {
+                    marked["status"]["phase"] = json!("Terminating");
+                }
+                if opts.dry_run {
+                    dry = Some(Deleted::Pending(marked));
+                    return Update::Abort;
+                }
+                Update::Put(res.strategy.to_storage(marked))
+            } else {
+                if opts.dry_run {
+                    dry = Some(Deleted::Gone(old));
+                    return Update::Abort;
+                }
+                Update::Delete(old_stored)
+            }
+        };
+        let result = self
+            .storage()
+            .guaranteed_update(&key, &opts.preconditions, &mut step)
+            .await;
+        match result {
+            Ok(written) => {
+                let v = written
+                    .stored
+                    .value()
+                    .map(|v| res.strategy.from_storage(v))
+                    .map_err(|e| ApiError::Internal(e.to_string()))?;
+                Ok(match written.outcome {
+                    Outcome::Deleted => Deleted::Gone(v),
+                    Outcome::Written | Outcome::Unchanged => Deleted::Pending(v),
+                })
+            }
+            Err(StorageError::Aborted) => match (already, dry) {
+                (Some(v), _) => Ok(Deleted::Pending(v)),
+                (None, Some(d)) => Ok(d),
+                (None, None) => Err(ApiError::Internal("delete aborted without a reason".into())),
+            },
+            Err(e) => Err(ApiError::from_storage(e, &res.group_resource(), name)),
+        }
+    }
+
+    /// Removes `kubernetes` from a terminating namespace's `spec.finalizers` (what the
+    /// namespace controller does once the namespace is empty) or, through `PUT …/finalize`,
+    /// sets `spec.finalizers` to what the client sent; removes the namespace once no finalizer
+    /// is left.
+    pub async fn finalize_namespace(&self, name: &str, spec_finalizers: Option<Vec<Value>>) -> Result<Value, ApiError> {
+        let catalog = self.catalog();
+        let Some(res) = catalog.find("", "v1", "namespaces") else {
+            return Err(ApiError::NoSuchPath);
+        };
+        let key = res.key(None, name);
+        let mut step = |mut ns: Value| -> Update {
+            let finalizers = match &spec_finalizers {
+                Some(f) => Value::Array(f.clone()),
+                None => Value::Array(
+                    ns.pointer("/spec/finalizers")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter(|f| f.as_str() != Some("kubernetes"))
+                        .cloned()
+                        .collect(),
+                ),
+            };
+            ns["spec"]["finalizers"] = finalizers;
+            let done = ns["spec"]["finalizers"].as_array().is_some_and(Vec::is_empty)
+                && ns
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+                && ns.pointer("/metadata/deletionTimestamp").is_some();
+            if done {
+                Update::Delete(ns)
+            } else {
+                Update::Put(ns)
+            }
+        };
+        let written = self
+            .storage()
+            .guaranteed_update(&key, &Preconditions::default(), &mut step)
+            .await
+            .map_err(|e| ApiError::from_storage(e, &res.group_resource(), name))?;
+        written.stored.value().map_err(|e| ApiError::Internal(e.to_string()))
+    }
+}
+
+fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(v)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}

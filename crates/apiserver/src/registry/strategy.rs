@@ -1,0 +1,234 @@
+//! [`Strategy`]: what differs between kinds on the write path — decoding, defaults,
+//! validation, generation tracking and field selectors.
+//!
+//! The registry calls, for a create: [`Strategy::decode`] → [`Strategy::prepare_for_create`]
+//! (defaults, status reset) → [`Strategy::validate`]; for an update: `decode` →
+//! [`Strategy::prepare_for_update`] → [`Strategy::validate_update`]. Validation never
+//! mutates. Everything common to all kinds (metadata rules, names, namespaces, status
+//! subresource handling) lives in the registry, not here.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::validation::{FieldError, NameRule};
+
+/// A decoded request body: the object normalised to the kind's schema, and the unknown fields
+/// that were dropped from it (sorted by path).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// The object, unknown fields removed.
+    pub object: Value,
+    /// Paths of the fields the schema does not know (`spec.foo`), sorted.
+    pub unknown_fields: Vec<String>,
+}
+
+/// Kind-specific behaviour. Every method has the behaviour of a plain kind as its default.
+pub trait Strategy: Send + Sync + 'static {
+    /// Decodes a request body: checks field types, removes unknown fields and reports them.
+    ///
+    /// # Errors
+    /// A message saying which field has the wrong type; the request fails with 400.
+    fn decode(&self, obj: Value) -> Result<Decoded, String>;
+
+    /// Converts the served form of an object to its stored form.
+    fn to_storage(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// Converts a stored object to the served form.
+    fn from_storage(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// Whether served and stored forms differ (so stored bytes cannot be sent as they are).
+    fn converts(&self) -> bool {
+        false
+    }
+
+    /// How object names are checked.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+
+    /// Whether `metadata.generation` is maintained.
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether an update changes what `generation` counts (the spec, by default).
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+
+    /// Fills defaults and server-owned fields of a new object.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        let _ = obj;
+    }
+
+    /// Fills defaults of an updated object and keeps what clients may not change.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let _ = (new, old);
+    }
+
+    /// Validates a new object (metadata rules are checked by the registry).
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let _ = obj;
+        Vec::new()
+    }
+
+    /// Validates an update.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let _ = old;
+        self.validate(new)
+    }
+
+    /// Whether a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Whether a PUT must carry `metadata.resourceVersion`.
+    fn requires_resource_version_on_update(&self) -> bool {
+        false
+    }
+
+    /// Field selector keys beyond `metadata.name` and `metadata.namespace`.
+    fn field_labels(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The value of a field label on `obj` (missing counts as "").
+    fn field_value(&self, obj: &Value, label: &str) -> String {
+        dotted(obj, label)
+    }
+
+    /// Whether a completed delete answers with the object rather than a Status.
+    fn returns_object_on_delete(&self) -> bool {
+        false
+    }
+}
+
+/// Reads a dotted path (`spec.nodeName`) as a string; numbers and booleans as their text.
+pub fn dotted(obj: &Value, path: &str) -> String {
+    let mut v = obj;
+    for part in path.split('.') {
+        match v.get(part) {
+            Some(next) => v = next,
+            None => return String::new(),
+        }
+    }
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Decodes through a typed Kubernetes struct: fields of the wrong type fail, unknown fields
+/// are dropped and reported, and the result is the struct's canonical JSON.
+pub fn decode_typed<T: Serialize + DeserializeOwned>(obj: Value) -> Result<Decoded, String> {
+    let typed: T = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+    let normalized = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    let mut unknown_fields = Vec::new();
+    find_unknown(&obj, &normalized, "", &mut unknown_fields);
+    Ok(Decoded {
+        object: normalized,
+        unknown_fields,
+    })
+}
+
+/// Collects paths present (and not null) in `input` but absent from `known`.
+pub fn find_unknown(input: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, known) {
+        (Value::Object(i), Value::Object(k)) => {
+            for (key, v) in i {
+                if v.is_null() {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match k.get(key) {
+                    Some(kv) => find_unknown(v, kv, &p, out),
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(k)) => {
+            for (n, (iv, kv)) in i.iter().zip(k).enumerate() {
+                find_unknown(iv, kv, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Sets `obj[a][b]...` to `value` unless already present, creating objects on the way.
+pub fn default_at(obj: &mut Value, path: &[&str], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for p in parents {
+        if !cur.is_object() {
+            return;
+        }
+        cur = cur
+            .as_object_mut()
+            .map(|m| m.entry(p.to_string()).or_insert_with(|| Value::Object(Default::default())))
+            .expect("checked to be an object");
+    }
+    if let Some(m) = cur.as_object_mut()
+        && m.get(*last).is_none_or(Value::is_null)
+    {
+        m.insert(last.to_string(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    #[test]
+    fn typed_decoding_reports_unknown_fields_with_their_paths() {
+        let d = decode_typed::<ConfigMap>(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "bogus": 1},
+            "data": {"k": "v"}, "extra": {"x": 1}, "nothing": null
+        }))
+        .expect("decodes");
+        assert_eq!(d.unknown_fields, ["extra", "metadata.bogus"]);
+        assert!(d.object.get("extra").is_none());
+        assert_eq!(d.object["data"]["k"], "v");
+    }
+
+    #[test]
+    fn typed_decoding_rejects_wrong_types() {
+        let err = decode_typed::<ConfigMap>(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": 1}
+        }))
+        .expect_err("data values are strings");
+        assert!(err.contains("string"), "{err}");
+    }
+
+    #[test]
+    fn defaults_fill_only_missing_fields() {
+        let mut v = json!({"spec": {"replicas": 3}});
+        default_at(&mut v, &["spec", "replicas"], json!(1));
+        default_at(&mut v, &["spec", "strategy", "type"], json!("RollingUpdate"));
+        assert_eq!(v, json!({"spec": {"replicas": 3, "strategy": {"type": "RollingUpdate"}}}));
+    }
+
+    #[test]
+    fn dotted_paths_read_nested_strings() {
+        let v = json!({"spec": {"nodeName": "n1", "hostNetwork": true}});
+        assert_eq!(dotted(&v, "spec.nodeName"), "n1");
+        assert_eq!(dotted(&v, "spec.hostNetwork"), "true");
+        assert_eq!(dotted(&v, "status.phase"), "");
+    }
+}

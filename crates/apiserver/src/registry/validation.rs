@@ -1,0 +1,418 @@
+//! Field errors and the validators shared by every kind: names, labels, annotations,
+//! finalizers, owner references.
+//!
+//! Validation never mutates and never stops at the first problem: it returns one
+//! [`FieldError`] per failing field path, which the API turns into a 422 `Invalid` Status with
+//! one cause each.
+
+use serde_json::Value;
+
+/// What is wrong with a field; each maps to a Kubernetes cause type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FieldErrorKind {
+    /// A required field is missing.
+    Required,
+    /// The value is malformed or out of range.
+    Invalid,
+    /// The value has the wrong JSON type.
+    TypeInvalid,
+    /// The value is not one of the allowed ones.
+    NotSupported,
+    /// The field may not be set or changed.
+    Forbidden,
+    /// The value appears twice where it must be unique.
+    Duplicate,
+    /// The value is longer than allowed.
+    TooLong,
+    /// The list has more items than allowed.
+    TooMany,
+    /// A referenced thing does not exist.
+    NotFound,
+}
+
+impl FieldErrorKind {
+    /// The cause type on the wire (`details.causes[].reason`).
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::Invalid => "FieldValueInvalid",
+            FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
+            FieldErrorKind::NotSupported => "FieldValueNotSupported",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::Duplicate => "FieldValueDuplicate",
+            FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
+            FieldErrorKind::NotFound => "FieldValueNotFound",
+        }
+    }
+}
+
+/// One invalid field: where, what kind of problem, the offending value and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldError {
+    /// What is wrong.
+    pub kind: FieldErrorKind,
+    /// The field path, e.g. `metadata.name` or `spec.ports[0].port`.
+    pub field: String,
+    /// The offending value, when there is one.
+    pub value: Option<Value>,
+    /// The explanation (for `NotSupported`: the allowed values, already quoted).
+    pub detail: String,
+}
+
+impl FieldError {
+    fn new(kind: FieldErrorKind, field: impl Into<String>, value: Option<Value>, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind,
+            field: field.into(),
+            value,
+            detail: detail.into(),
+        }
+    }
+
+    /// A required field is missing.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Required, field, None, detail)
+    }
+
+    /// A value is invalid.
+    pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Invalid, field, Some(value), detail)
+    }
+
+    /// A value is not among `allowed`.
+    pub fn not_supported(field: impl Into<String>, value: Value, allowed: &[&str]) -> Self {
+        let list = allowed
+            .iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self::new(FieldErrorKind::NotSupported, field, Some(value), format!("supported values: {list}"))
+    }
+
+    /// A field may not be set or changed.
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Forbidden, field, None, detail)
+    }
+
+    /// A value is duplicated.
+    pub fn duplicate(field: impl Into<String>, value: Value) -> Self {
+        Self::new(FieldErrorKind::Duplicate, field, Some(value), "")
+    }
+
+    /// A value is longer than `max` bytes.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self::new(FieldErrorKind::TooLong, field, None, format!("may not be more than {max} bytes"))
+    }
+
+    /// The message of this error without its field path, as Kubernetes words it.
+    pub fn message(&self) -> String {
+        let value = self.value.as_ref().map(render_value);
+        let with_detail = |head: String| {
+            if self.detail.is_empty() {
+                head
+            } else {
+                format!("{head}: {}", self.detail)
+            }
+        };
+        match self.kind {
+            FieldErrorKind::Required => with_detail("Required value".into()),
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
+                with_detail(format!("Invalid value: {}", value.unwrap_or_else(|| "null".into())))
+            }
+            FieldErrorKind::NotSupported => {
+                with_detail(format!("Unsupported value: {}", value.unwrap_or_else(|| "null".into())))
+            }
+            FieldErrorKind::Forbidden => with_detail("Forbidden".into()),
+            FieldErrorKind::Duplicate => format!("Duplicate value: {}", value.unwrap_or_default()),
+            FieldErrorKind::TooLong => with_detail("Too long".into()),
+            FieldErrorKind::TooMany => with_detail("Too many".into()),
+            FieldErrorKind::NotFound => format!("Not found: {}", value.unwrap_or_default()),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message())
+    }
+}
+
+/// Renders a value as Kubernetes does in messages: strings quoted, numbers bare.
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// How a kind's object names are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// A DNS-1123 subdomain (most kinds).
+    Subdomain,
+    /// A DNS-1123 label (namespaces).
+    Label,
+    /// A DNS-1035 label: starts with a letter (services).
+    Dns1035Label,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC roles and bindings).
+    PathSegment,
+}
+
+const LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1035_FMT: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Whether `s` is a DNS-1123 label.
+pub fn is_label(s: &str) -> bool {
+    is_dns_label(s)
+}
+
+/// Whether `s` is a DNS-1123 subdomain.
+pub fn is_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Checks a name against `rule`; returns the reasons it fails.
+pub fn check_name(rule: NameRule, name: &str) -> Vec<String> {
+    let mut why = Vec::new();
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                why.push("must be no more than 253 characters".to_string());
+            }
+            if !name.split('.').all(is_dns_label) {
+                why.push(SUBDOMAIN_FMT.to_string());
+            }
+        }
+        NameRule::Label => {
+            if name.len() > 63 {
+                why.push("must be no more than 63 characters".to_string());
+            }
+            if !is_dns_label(&name[..name.len().min(63)]) || name.contains('.') {
+                why.push(LABEL_FMT.to_string());
+            }
+        }
+        NameRule::Dns1035Label => {
+            if name.len() > 63 {
+                why.push("must be no more than 63 characters".to_string());
+            }
+            if !is_dns_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                why.push(DNS1035_FMT.to_string());
+            }
+        }
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                why.push(format!("may not be '{name}'"));
+            }
+            for bad in ["/", "%"] {
+                if name.contains(bad) {
+                    why.push(format!("may not contain '{bad}'"));
+                }
+            }
+        }
+    }
+    why
+}
+
+/// Whether `s` is a qualified name (`[prefix/]name`) as used for label keys and finalizers.
+pub fn qualified_name_errors(s: &str) -> Vec<String> {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let mut why = Vec::new();
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            why.push("prefix part must be non-empty".to_string());
+        } else if !is_subdomain(p) {
+            why.push(format!("prefix part {SUBDOMAIN_FMT}"));
+        }
+    }
+    if name.is_empty() {
+        why.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        why.push("name part must be no more than 63 characters".to_string());
+    }
+    if !name.is_empty() && !is_label_name_part(name) {
+        why.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
+    }
+    why
+}
+
+fn is_label_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Whether `s` is a valid label value (empty allowed).
+pub fn label_value_errors(s: &str) -> Vec<String> {
+    let mut why = Vec::new();
+    if s.len() > 63 {
+        why.push("must be no more than 63 characters".to_string());
+    }
+    if !s.is_empty() && !is_label_name_part(s) {
+        why.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
+    }
+    why
+}
+
+/// Finalizer names that need no domain prefix.
+const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+
+/// Validates `metadata` fields every kind shares (not the name: see [`check_name`]).
+/// Returns errors and non-fatal warnings.
+pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
+    let mut errs = Vec::new();
+    let mut warnings = Vec::new();
+    let meta = &obj["metadata"];
+    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            for why in qualified_name_errors(k) {
+                errs.push(FieldError::invalid("metadata.labels", Value::String(k.clone()), why));
+            }
+            match v.as_str() {
+                Some(s) => {
+                    for why in label_value_errors(s) {
+                        errs.push(FieldError::invalid(format!("metadata.labels"), v.clone(), why));
+                    }
+                }
+                None => errs.push(FieldError::invalid("metadata.labels", v.clone(), "must be a string")),
+            }
+        }
+    }
+    if let Some(annotations) = meta.get("annotations").and_then(Value::as_object) {
+        let mut total = 0usize;
+        for (k, v) in annotations {
+            for why in qualified_name_errors(&k.to_ascii_lowercase()) {
+                errs.push(FieldError::invalid("metadata.annotations", Value::String(k.clone()), why));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > 256 * 1024 {
+            errs.push(FieldError::too_long("metadata.annotations", 256 * 1024));
+        }
+    }
+    if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
+        for (i, f) in finalizers.iter().enumerate() {
+            let Some(s) = f.as_str() else {
+                errs.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), f.clone(), "must be a string"));
+                continue;
+            };
+            for why in qualified_name_errors(s) {
+                errs.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), f.clone(), why));
+            }
+            if !s.contains('/') && !STANDARD_FINALIZERS.contains(&s) {
+                warnings.push(format!(
+                    "metadata.finalizers: {s:?}: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers"
+                ));
+            }
+        }
+    }
+    if let Some(refs) = meta.get("ownerReferences").and_then(Value::as_array) {
+        let mut controllers = 0;
+        for (i, r) in refs.iter().enumerate() {
+            for field in ["apiVersion", "kind", "name", "uid"] {
+                if r.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    errs.push(FieldError::required(format!("metadata.ownerReferences[{i}].{field}"), ""));
+                }
+            }
+            if r.get("controller").and_then(Value::as_bool) == Some(true) {
+                controllers += 1;
+            }
+        }
+        if controllers > 1 {
+            errs.push(FieldError::invalid(
+                "metadata.ownerReferences",
+                Value::Array(refs.clone()),
+                "Only one reference can have Controller set to true",
+            ));
+        }
+    }
+    (errs, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn subdomain_names_allow_dots_and_reject_capitals() {
+        assert!(check_name(NameRule::Subdomain, "a.b-c.d").is_empty());
+        assert!(!check_name(NameRule::Subdomain, "Abc").is_empty());
+        assert!(!check_name(NameRule::Subdomain, "-a").is_empty());
+        assert!(!check_name(NameRule::Subdomain, &"a".repeat(254)).is_empty());
+    }
+
+    #[test]
+    fn namespace_names_are_labels_without_dots() {
+        assert!(check_name(NameRule::Label, "kube-system").is_empty());
+        assert!(!check_name(NameRule::Label, "a.b").is_empty());
+        assert!(!check_name(NameRule::Label, &"a".repeat(64)).is_empty());
+    }
+
+    #[test]
+    fn service_names_start_with_a_letter() {
+        assert!(check_name(NameRule::Dns1035Label, "web").is_empty());
+        assert!(!check_name(NameRule::Dns1035Label, "1web").is_empty());
+    }
+
+    #[test]
+    fn rbac_names_may_hold_colons_but_not_slashes() {
+        assert!(check_name(NameRule::PathSegment, "system:controller:x").is_empty());
+        assert!(!check_name(NameRule::PathSegment, "a/b").is_empty());
+        assert!(!check_name(NameRule::PathSegment, "..").is_empty());
+    }
+
+    #[test]
+    fn invalid_messages_quote_strings_and_keep_numbers_bare() {
+        let e = FieldError::invalid("spec.size", json!("big"), "must be an integer");
+        assert_eq!(e.to_string(), "spec.size: Invalid value: \"big\": must be an integer");
+        let e = FieldError::invalid("spec.replicas", json!(-1), "must be greater than or equal to 0");
+        assert_eq!(e.message(), "Invalid value: -1: must be greater than or equal to 0");
+        let e = FieldError::not_supported("dryRun", json!("x"), &["All"]);
+        assert_eq!(e.message(), "Unsupported value: \"x\": supported values: \"All\"");
+        assert_eq!(FieldError::required("metadata.name", "").message(), "Required value");
+    }
+
+    #[test]
+    fn label_keys_and_values_are_checked() {
+        let obj = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web", "bad key": "x", "ok": "not ok!"}}});
+        let (errs, _) = validate_object_meta(&obj);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn unqualified_finalizers_warn_and_standard_ones_do_not() {
+        let obj = json!({"metadata": {"finalizers": ["kubernetes", "foo", "example.com/hold"]}});
+        let (errs, warnings) = validate_object_meta(&obj);
+        assert!(errs.is_empty());
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("\"foo\""));
+    }
+
+    #[test]
+    fn owner_references_need_their_fields_and_one_controller_at_most() {
+        let obj = json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "1", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "controller": true}
+        ]}});
+        let (errs, _) = validate_object_meta(&obj);
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["metadata.ownerReferences[1].uid", "metadata.ownerReferences"]);
+    }
+}

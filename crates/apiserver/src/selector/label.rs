@@ -1,0 +1,1132 @@
+//! Label selectors: the `labelSelector=` string syntax and `metav1.LabelSelector` objects.
+//!
+//! Where to start: [`LabelSelector::parse`] reads `env in (a,b),!legacy,tier=web`;
+//! [`LabelSelector::matches`] tests an object's `metadata.labels`; `Display` writes the canonical
+//! string form (requirements sorted by key, set values sorted, `==` written as `=`), which is
+//! what Kubernetes prints for a Scale's `status.selector`.
+//!
+//! What it does not do: field selectors (see `field.rs`), or any lookup beyond one label map.
+//!
+//! Grammar, as Kubernetes' `labels.Parse` reads it (whitespace between tokens is ignored; an
+//! identifier is any run of characters other than whitespace and `=!(),<>`):
+//!
+//! ```text
+//! selector    := "" | requirement ("," requirement)*
+//! requirement := "!" key | key | key ("=" | "==" | "!=" | ">" | "<") value?
+//!              | key ("in" | "notin") "(" value? ("," value?)* ")"
+//! ```
+//!
+//! Keys must be qualified names (`[prefix/]name`), values valid label values (empty allowed);
+//! `>`/`<` need an integer. As in Kubernetes, `k in ()` means `k in ("")` and a missing value after
+//! `=` is the empty string. Only the first invalid key or value is reported (Kubernetes lists all).
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use super::SelectorError;
+
+/// A parsed label selector: a conjunction of requirements. The default selects everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LabelSelector {
+    /// The requirements, sorted by key (stable, so equal keys keep their input order).
+    requirements: Vec<Requirement>,
+}
+
+/// One requirement on one label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    /// The label key.
+    key: String,
+    /// What the label's value must satisfy.
+    operator: Operator,
+}
+
+/// A requirement's operator with its values. Set values are sorted and free of duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Operator {
+    /// `k=v` or `k==v`: present with this value.
+    Equals(String),
+    /// `k!=v`: absent, or present with another value.
+    NotEquals(String),
+    /// `k in (a,b)`: present with one of the values.
+    In(Vec<String>),
+    /// `k notin (a,b)`: absent, or present with none of the values.
+    NotIn(Vec<String>),
+    /// `k`: present.
+    Exists,
+    /// `!k`: absent.
+    DoesNotExist,
+    /// `k>5`: present with an integer value greater than this.
+    GreaterThan(i64),
+    /// `k<5`: present with an integer value less than this.
+    LessThan(i64),
+}
+
+impl LabelSelector {
+    /// Parses the `labelSelector=` query string form. The empty string selects everything.
+    ///
+    /// # Errors
+    ///
+    /// [`SelectorError::RequirementSyntax`] or [`SelectorError::InvalidRequirement`] for a bad
+    /// requirement, [`SelectorError::SelectorSyntax`] for a bad token between requirements.
+    pub(crate) fn parse(selector: &str) -> Result<Self, SelectorError> {
+        let mut parser = Parser {
+            tokens: lex(selector),
+            position: 0,
+        };
+        let mut requirements = Vec::new();
+        loop {
+            match parser.peek() {
+                Token::Identifier(_) | Token::Not => {
+                    requirements.push(parser.requirement()?);
+                    match parser.next() {
+                        Token::End => break,
+                        Token::Comma => match parser.peek() {
+                            Token::Identifier(_) | Token::Not => {}
+                            other => return Err(selector_syntax(other, "identifier after ','")),
+                        },
+                        other => return Err(selector_syntax(other, "',' or 'end of string'")),
+                    }
+                }
+                Token::End => break,
+                other => return Err(selector_syntax(other, "!, identifier, or 'end of string'")),
+            }
+        }
+        Ok(Self::from_requirements(requirements))
+    }
+
+    /// Converts a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions` with the
+    /// operators `In`, `NotIn`, `Exists`, `DoesNotExist`). `{}` selects everything.
+    ///
+    /// # Errors
+    ///
+    /// [`SelectorError::MalformedLabelSelector`] if the JSON is not shaped like a
+    /// `LabelSelector` (including `null`, which Kubernetes reads as "select nothing" and which
+    /// this type cannot express); [`SelectorError::UnsupportedOperator`];
+    /// [`SelectorError::InvalidLabelSelector`] for an invalid key, value or value count.
+    pub(crate) fn from_label_selector_json(selector: &Value) -> Result<Self, SelectorError> {
+        let Value::Object(selector) = selector else {
+            return Err(malformed("a label selector must be an object"));
+        };
+        let mut requirements = Vec::new();
+        match selector.get("matchLabels") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(labels)) => {
+                for (key, value) in labels {
+                    let Some(value) = value.as_str() else {
+                        return Err(malformed("matchLabels values must be strings"));
+                    };
+                    requirements.push(Requirement::checked(
+                        key,
+                        OperatorKind::Equals,
+                        &[value],
+                        Source::Object,
+                    )?);
+                }
+            }
+            Some(_) => return Err(malformed("matchLabels must be an object")),
+        }
+        match selector.get("matchExpressions") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(expressions)) => {
+                for expression in expressions {
+                    requirements.push(Requirement::from_expression(expression)?);
+                }
+            }
+            Some(_) => return Err(malformed("matchExpressions must be a list")),
+        }
+        Ok(Self::from_requirements(requirements))
+    }
+
+    /// Whether an object with these labels (`metadata.labels`; `None` when it has none) is
+    /// selected. A label whose value is `null` counts as absent.
+    pub(crate) fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        self.requirements.iter().all(|requirement| {
+            let value = labels
+                .and_then(|labels| labels.get(&requirement.key))
+                .filter(|value| !value.is_null());
+            requirement.matches(value)
+        })
+    }
+
+    /// Whether the selector has no requirements, i.e. selects everything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Builds a selector in canonical order.
+    fn from_requirements(mut requirements: Vec<Requirement>) -> Self {
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
+        Self { requirements }
+    }
+}
+
+impl fmt::Display for LabelSelector {
+    /// Writes the Kubernetes string form, e.g. `app=web,tier in (a,b)`; empty when the selector
+    /// selects everything.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, requirement) in self.requirements.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{requirement}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = &self.key;
+        match &self.operator {
+            Operator::Equals(value) => write!(f, "{key}={value}"),
+            Operator::NotEquals(value) => write!(f, "{key}!={value}"),
+            Operator::In(values) => write!(f, "{key} in ({})", values.join(",")),
+            Operator::NotIn(values) => write!(f, "{key} notin ({})", values.join(",")),
+            Operator::Exists => write!(f, "{key}"),
+            Operator::DoesNotExist => write!(f, "!{key}"),
+            Operator::GreaterThan(value) => write!(f, "{key}>{value}"),
+            Operator::LessThan(value) => write!(f, "{key}<{value}"),
+        }
+    }
+}
+
+/// Where a requirement comes from; Kubernetes words the error paths differently for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The query string (`labels.Parse`).
+    Query,
+    /// A `metav1.LabelSelector` object (`LabelSelectorAsSelector`).
+    Object,
+}
+
+/// An operator before its values are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OperatorKind {
+    /// `=`, `==`, or a `matchLabels` entry.
+    Equals,
+    /// `!=`
+    NotEquals,
+    /// `in`, or `In`.
+    In,
+    /// `notin`, or `NotIn`.
+    NotIn,
+    /// A bare key, or `Exists`.
+    Exists,
+    /// `!key`, or `DoesNotExist`.
+    DoesNotExist,
+    /// `>`
+    GreaterThan,
+    /// `<`
+    LessThan,
+}
+
+impl Requirement {
+    /// Validates `key` and `values` the way Kubernetes' `NewRequirement` does, and builds the
+    /// requirement. Error paths index `values` in the order given.
+    fn checked(
+        key: &str,
+        kind: OperatorKind,
+        values: &[&str],
+        source: Source,
+    ) -> Result<Self, SelectorError> {
+        let invalid = |path: String, value: String, detail: &str| {
+            invalid_value(source, path, value, detail.to_owned())
+        };
+        check_key(key, source)?;
+        let count_problem = match kind {
+            OperatorKind::In | OperatorKind::NotIn if values.is_empty() => {
+                Some("for 'in', 'notin' operators, values set can't be empty")
+            }
+            OperatorKind::Exists | OperatorKind::DoesNotExist if !values.is_empty() => {
+                Some("values set must be empty for exists and does not exist")
+            }
+            OperatorKind::Equals | OperatorKind::NotEquals if values.len() != 1 => {
+                Some("exact-match compatibility requires one single value")
+            }
+            OperatorKind::GreaterThan | OperatorKind::LessThan if values.len() != 1 => {
+                Some("for 'Gt', 'Lt' operators, exactly one value is required")
+            }
+            _ => None,
+        };
+        if let Some(detail) = count_problem {
+            return Err(invalid(
+                "values".to_owned(),
+                go_string_slice(values),
+                detail,
+            ));
+        }
+        let single = values.first().copied().unwrap_or_default();
+        let operator = match kind {
+            OperatorKind::Equals => Operator::Equals(single.to_owned()),
+            OperatorKind::NotEquals => Operator::NotEquals(single.to_owned()),
+            OperatorKind::In => Operator::In(canonical_set(values)),
+            OperatorKind::NotIn => Operator::NotIn(canonical_set(values)),
+            OperatorKind::Exists => Operator::Exists,
+            OperatorKind::DoesNotExist => Operator::DoesNotExist,
+            OperatorKind::GreaterThan | OperatorKind::LessThan => {
+                let Ok(bound) = single.parse::<i64>() else {
+                    let detail = "for 'Gt', 'Lt' operators, the value must be an integer";
+                    return Err(invalid(
+                        "values[0]".to_owned(),
+                        format!("{single:?}"),
+                        detail,
+                    ));
+                };
+                if kind == OperatorKind::GreaterThan {
+                    Operator::GreaterThan(bound)
+                } else {
+                    Operator::LessThan(bound)
+                }
+            }
+        };
+        for (index, value) in values.iter().enumerate() {
+            let value_errors = value_errors(value);
+            if !value_errors.is_empty() {
+                let path = format!("values[{index}][{key}]");
+                return Err(invalid(
+                    path,
+                    format!("{value:?}"),
+                    &value_errors.join("; "),
+                ));
+            }
+        }
+        Ok(Self {
+            key: key.to_owned(),
+            operator,
+        })
+    }
+
+    /// Converts one `matchExpressions` element.
+    fn from_expression(expression: &Value) -> Result<Self, SelectorError> {
+        let Value::Object(expression) = expression else {
+            return Err(malformed("matchExpressions elements must be objects"));
+        };
+        let text = |field: &str| match expression.get(field) {
+            None | Some(Value::Null) => Ok(""),
+            Some(Value::String(text)) => Ok(text.as_str()),
+            Some(_) => Err(malformed(
+                "matchExpressions key and operator must be strings",
+            )),
+        };
+        let key = text("key")?;
+        let kind = match text("operator")? {
+            "In" => OperatorKind::In,
+            "NotIn" => OperatorKind::NotIn,
+            "Exists" => OperatorKind::Exists,
+            "DoesNotExist" => OperatorKind::DoesNotExist,
+            other => {
+                return Err(SelectorError::UnsupportedOperator {
+                    operator: other.to_owned(),
+                });
+            }
+        };
+        let values: Vec<&str> =
+            match expression.get("values") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(values)) => values
+                    .iter()
+                    .map(Value::as_str)
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| malformed("matchExpressions values must be strings"))?,
+                Some(_) => return Err(malformed("matchExpressions values must be a list")),
+            };
+        Self::checked(key, kind, &values, Source::Object)
+    }
+
+    /// Whether a label value (`None`: the label is absent) satisfies the requirement. A
+    /// non-string value counts as present but equal to no string.
+    fn matches(&self, value: Option<&Value>) -> bool {
+        let text = value.and_then(Value::as_str);
+        match &self.operator {
+            Operator::Equals(wanted) => text == Some(wanted.as_str()),
+            Operator::NotEquals(unwanted) => text != Some(unwanted.as_str()),
+            Operator::In(wanted) => text.is_some_and(|text| wanted.iter().any(|w| w == text)),
+            Operator::NotIn(unwanted) => {
+                !text.is_some_and(|text| unwanted.iter().any(|u| u == text))
+            }
+            Operator::Exists => value.is_some(),
+            Operator::DoesNotExist => value.is_none(),
+            Operator::GreaterThan(bound) => integer(text).is_some_and(|number| number > *bound),
+            Operator::LessThan(bound) => integer(text).is_some_and(|number| number < *bound),
+        }
+    }
+}
+
+/// Fails if `key` is not a qualified name; the error path is `<nil>` for the query string and
+/// `key` for an object, as in Kubernetes.
+fn check_key(key: &str, source: Source) -> Result<(), SelectorError> {
+    let errors = key_errors(key);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let path = match source {
+        Source::Query => "<nil>",
+        Source::Object => "key",
+    };
+    Err(invalid_value(
+        source,
+        path.to_owned(),
+        format!("{key:?}"),
+        errors.join("; "),
+    ))
+}
+
+/// An `Invalid value` error in the variant that fits `source`.
+fn invalid_value(source: Source, path: String, value: String, detail: String) -> SelectorError {
+    match source {
+        Source::Query => SelectorError::InvalidRequirement {
+            path,
+            value,
+            detail,
+        },
+        Source::Object => SelectorError::InvalidLabelSelector {
+            path,
+            value,
+            detail,
+        },
+    }
+}
+
+/// A label value read as an integer, if it is one.
+fn integer(text: Option<&str>) -> Option<i64> {
+    text?.parse().ok()
+}
+
+/// Sorted, duplicate-free copies of set values.
+fn canonical_set(values: &[&str]) -> Vec<String> {
+    let mut set: Vec<String> = values.iter().map(|value| (*value).to_owned()).collect();
+    set.sort();
+    set.dedup();
+    set
+}
+
+/// A list of strings as Go's `%#v` prints a `[]string`, which is how Kubernetes shows one in
+/// an `Invalid value` message: `[]string{"a", "b"}`.
+fn go_string_slice(values: &[&str]) -> String {
+    let quoted: Vec<String> = values.iter().map(|value| format!("{value:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// A [`SelectorError::MalformedLabelSelector`].
+fn malformed(detail: &'static str) -> SelectorError {
+    SelectorError::MalformedLabelSelector { detail }
+}
+
+/// A [`SelectorError::SelectorSyntax`] for an unexpected token.
+fn selector_syntax(found: Token<'_>, expected: &'static str) -> SelectorError {
+    SelectorError::SelectorSyntax {
+        found: found.literal().to_owned(),
+        expected,
+    }
+}
+
+/// A [`SelectorError::RequirementSyntax`] for an unexpected token.
+fn requirement_syntax(found: Token<'_>, expected: &'static str) -> SelectorError {
+    SelectorError::RequirementSyntax {
+        found: found.literal().to_owned(),
+        expected,
+    }
+}
+
+/// A lexical token. Keywords (`in`, `notin`) are identifiers; the parser tells them apart by
+/// position, so that `in` can also be a key or a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token<'s> {
+    /// A key, value or keyword.
+    Identifier(&'s str),
+    /// `=`
+    Equals,
+    /// `==`
+    DoubleEquals,
+    /// `!=`
+    NotEquals,
+    /// `!`
+    Not,
+    /// `>`
+    GreaterThan,
+    /// `<`
+    LessThan,
+    /// `(`
+    OpenParen,
+    /// `)`
+    CloseParen,
+    /// `,`
+    Comma,
+    /// The end of the input.
+    End,
+}
+
+impl<'s> Token<'s> {
+    /// The token as written, for error messages (empty for the end of the input).
+    fn literal(self) -> &'s str {
+        match self {
+            Token::Identifier(text) => text,
+            Token::Equals => "=",
+            Token::DoubleEquals => "==",
+            Token::NotEquals => "!=",
+            Token::Not => "!",
+            Token::GreaterThan => ">",
+            Token::LessThan => "<",
+            Token::OpenParen => "(",
+            Token::CloseParen => ")",
+            Token::Comma => ",",
+            Token::End => "",
+        }
+    }
+}
+
+/// Whitespace between tokens, as Kubernetes defines it.
+fn is_whitespace(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
+/// Characters that end an identifier.
+fn is_special(c: char) -> bool {
+    matches!(c, '=' | '!' | '(' | ')' | ',' | '>' | '<')
+}
+
+/// Splits a selector into tokens, ending with [`Token::End`].
+fn lex(input: &str) -> Vec<Token<'_>> {
+    let mut tokens = Vec::new();
+    let mut rest = input;
+    loop {
+        rest = rest.trim_start_matches(is_whitespace);
+        let followed_by_equals = rest.get(1..).is_some_and(|after| after.starts_with('='));
+        let (token, length) = match rest.chars().next() {
+            None => {
+                tokens.push(Token::End);
+                return tokens;
+            }
+            Some('!') if followed_by_equals => (Token::NotEquals, 2),
+            Some('!') => (Token::Not, 1),
+            Some('=') if followed_by_equals => (Token::DoubleEquals, 2),
+            Some('=') => (Token::Equals, 1),
+            Some('>') => (Token::GreaterThan, 1),
+            Some('<') => (Token::LessThan, 1),
+            Some('(') => (Token::OpenParen, 1),
+            Some(')') => (Token::CloseParen, 1),
+            Some(',') => (Token::Comma, 1),
+            Some(_) => {
+                let end = rest
+                    .find(|c| is_special(c) || is_whitespace(c))
+                    .unwrap_or(rest.len());
+                (Token::Identifier(&rest[..end]), end)
+            }
+        };
+        tokens.push(token);
+        rest = &rest[length..];
+    }
+}
+
+/// A cursor over the tokens of one selector.
+struct Parser<'s> {
+    /// The tokens; the last one is [`Token::End`].
+    tokens: Vec<Token<'s>>,
+    /// The next token to read.
+    position: usize,
+}
+
+impl<'s> Parser<'s> {
+    /// The next token, without consuming it.
+    fn peek(&self) -> Token<'s> {
+        self.tokens
+            .get(self.position)
+            .copied()
+            .unwrap_or(Token::End)
+    }
+
+    /// The next token, consumed. Stays on [`Token::End`] at the end.
+    fn next(&mut self) -> Token<'s> {
+        let token = self.peek();
+        if self.position < self.tokens.len() {
+            self.position += 1;
+        }
+        token
+    }
+
+    /// Parses one requirement.
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
+        let negated = self.peek() == Token::Not;
+        if negated {
+            self.next();
+        }
+        let key = match self.next() {
+            Token::Identifier(key) => key,
+            other => return Err(requirement_syntax(other, "identifier")),
+        };
+        // Kubernetes checks the key before it looks at the operator.
+        check_key(key, Source::Query)?;
+        if negated {
+            return Requirement::checked(key, OperatorKind::DoesNotExist, &[], Source::Query);
+        }
+        if matches!(self.peek(), Token::End | Token::Comma) {
+            return Requirement::checked(key, OperatorKind::Exists, &[], Source::Query);
+        }
+        let kind = match self.next() {
+            Token::Equals | Token::DoubleEquals => OperatorKind::Equals,
+            Token::NotEquals => OperatorKind::NotEquals,
+            Token::GreaterThan => OperatorKind::GreaterThan,
+            Token::LessThan => OperatorKind::LessThan,
+            Token::Identifier("in") => OperatorKind::In,
+            Token::Identifier("notin") => OperatorKind::NotIn,
+            other => return Err(requirement_syntax(other, "in, notin, =, ==, !=, gt, lt")),
+        };
+        let values = match kind {
+            OperatorKind::In | OperatorKind::NotIn => {
+                let mut values = self.value_set()?;
+                values.sort_unstable();
+                values.dedup();
+                values
+            }
+            _ => vec![self.exact_value()?],
+        };
+        Requirement::checked(key, kind, &values, Source::Query)
+    }
+
+    /// Reads the value after `=`, `==`, `!=`, `>` or `<`; nothing there means the empty string.
+    fn exact_value(&mut self) -> Result<&'s str, SelectorError> {
+        match self.peek() {
+            Token::End | Token::Comma => Ok(""),
+            Token::Identifier(value) => {
+                self.next();
+                Ok(value)
+            }
+            other => Err(requirement_syntax(other, "identifier")),
+        }
+    }
+
+    /// Reads `(a,b,…)` after `in` or `notin`. An empty item is the empty string.
+    fn value_set(&mut self) -> Result<Vec<&'s str>, SelectorError> {
+        match self.next() {
+            Token::OpenParen => {}
+            other => return Err(requirement_syntax(other, "'('")),
+        }
+        let mut values = Vec::new();
+        loop {
+            match self.peek() {
+                Token::Identifier(value) => {
+                    self.next();
+                    values.push(value);
+                }
+                Token::Comma | Token::CloseParen => values.push(""),
+                other => return Err(requirement_syntax(other, "',', ')' or identifier")),
+            }
+            match self.next() {
+                Token::Comma => {}
+                Token::CloseParen => return Ok(values),
+                other => return Err(requirement_syntax(other, "',' or ')'")),
+            }
+        }
+    }
+}
+
+/// Kubernetes' explanation of the name part of a qualified name.
+const NAME_PART_FORMAT: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+     must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+     '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// Kubernetes' explanation of a DNS-1123 subdomain.
+const SUBDOMAIN_FORMAT: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+     (e.g. 'example.com', regex used for validation is \
+     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Kubernetes' explanation of a label value.
+const LABEL_VALUE_FORMAT: &str = "a valid label must be an empty string or consist of \
+     alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+     character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+     '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// The longest name part of a key, and the longest value.
+const MAX_NAME_LENGTH: usize = 63;
+/// The longest key prefix.
+const MAX_PREFIX_LENGTH: usize = 253;
+
+/// What is wrong with a label key (a qualified name, `[prefix/]name`), in Kubernetes' words.
+fn key_errors(key: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let name = match key.split('/').collect::<Vec<_>>()[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_owned());
+            } else {
+                if prefix.len() > MAX_PREFIX_LENGTH {
+                    errors.push(format!(
+                        "prefix part must be no more than {MAX_PREFIX_LENGTH} characters"
+                    ));
+                }
+                if !is_dns_subdomain(prefix) {
+                    errors.push(format!("prefix part {SUBDOMAIN_FORMAT}"));
+                }
+            }
+            name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {NAME_PART_FORMAT} with an optional DNS subdomain prefix and '/' \
+                 (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > MAX_NAME_LENGTH {
+        errors.push(format!(
+            "name part must be no more than {MAX_NAME_LENGTH} characters"
+        ));
+    }
+    if !is_name_part(name) {
+        errors.push(format!("name part {NAME_PART_FORMAT}"));
+    }
+    errors
+}
+
+/// What is wrong with a label value, in Kubernetes' words.
+fn value_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > MAX_NAME_LENGTH {
+        errors.push(format!("must be no more than {MAX_NAME_LENGTH} characters"));
+    }
+    if !value.is_empty() && !is_name_part(value) {
+        errors.push(LABEL_VALUE_FORMAT.to_owned());
+    }
+    errors
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`: alphanumeric at both ends, `-_.` inside.
+fn is_name_part(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// Dot-separated DNS-1123 labels: lowercase alphanumeric at both ends, `-` inside.
+fn is_dns_subdomain(text: &str) -> bool {
+    text.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        match (bytes.first(), bytes.last()) {
+            (Some(first), Some(last)) => {
+                (first.is_ascii_lowercase() || first.is_ascii_digit())
+                    && (last.is_ascii_lowercase() || last.is_ascii_digit())
+                    && bytes
+                        .iter()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+            }
+            _ => false,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parsed(selector: &str) -> LabelSelector {
+        match LabelSelector::parse(selector) {
+            Ok(parsed) => parsed,
+            Err(error) => panic!("{selector:?} did not parse: {error}"),
+        }
+    }
+
+    fn parse_error(selector: &str) -> String {
+        match LabelSelector::parse(selector) {
+            Ok(parsed) => panic!("{selector:?} unexpectedly parsed as {parsed:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    fn from_json(selector: Value) -> Result<LabelSelector, SelectorError> {
+        LabelSelector::from_label_selector_json(&selector)
+    }
+
+    fn labels(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("labels must be an object, got {other}"),
+        }
+    }
+
+    /// Whether `selector` selects an object with `labels`.
+    fn selects(selector: &str, object_labels: Value) -> bool {
+        parsed(selector).matches(Some(&labels(object_labels)))
+    }
+
+    #[test]
+    fn the_empty_selector_matches_everything() {
+        let selector = parsed("");
+        assert!(selector.is_empty());
+        assert!(selector.matches(None));
+        assert!(selector.matches(Some(&labels(json!({"a": "b"})))));
+        assert!(parsed("  \t ").is_empty());
+        assert_eq!(selector.to_string(), "");
+    }
+
+    #[test]
+    fn equality_requires_the_label_with_that_value() {
+        for selector in ["app=web", "app==web", " app = web "] {
+            assert!(
+                selects(selector, json!({"app": "web", "x": "y"})),
+                "{selector}"
+            );
+            assert!(!selects(selector, json!({"app": "db"})), "{selector}");
+            assert!(!selects(selector, json!({})), "{selector}");
+        }
+        assert!(!parsed("app=web").matches(None));
+    }
+
+    #[test]
+    fn inequality_accepts_an_absent_label() {
+        assert!(selects("app!=web", json!({})));
+        assert!(selects("app!=web", json!({"app": "db"})));
+        assert!(!selects("app!=web", json!({"app": "web"})));
+        assert!(parsed("app!=web").matches(None));
+    }
+
+    #[test]
+    fn set_membership_follows_kubernetes() {
+        assert!(selects("env in (prod, staging)", json!({"env": "staging"})));
+        assert!(!selects("env in (prod,staging)", json!({"env": "dev"})));
+        assert!(!selects("env in (prod,staging)", json!({})));
+        assert!(selects("env notin (prod,staging)", json!({})));
+        assert!(selects("env notin (prod,staging)", json!({"env": "dev"})));
+        assert!(!selects("env notin (prod,staging)", json!({"env": "prod"})));
+    }
+
+    #[test]
+    fn existence_and_absence() {
+        assert!(selects("app", json!({"app": ""})));
+        assert!(!selects("app", json!({})));
+        assert!(selects("!app", json!({"other": "x"})));
+        assert!(!selects("! app", json!({"app": "x"})));
+        assert!(
+            selects("app", json!({"app": "x", "legacy": "y"}))
+                && !selects("app,!legacy", json!({"app": "x", "legacy": "y"}))
+        );
+    }
+
+    #[test]
+    fn greater_and_less_than_compare_integers() {
+        assert!(selects("replicas>5", json!({"replicas": "6"})));
+        assert!(!selects("replicas>5", json!({"replicas": "5"})));
+        assert!(!selects("replicas>5", json!({"replicas": "many"})));
+        assert!(!selects("replicas>5", json!({})));
+        assert!(selects("replicas<5", json!({"replicas": "4"})));
+        assert!(!selects("replicas<5", json!({"replicas": "10"})));
+    }
+
+    #[test]
+    fn commas_combine_requirements_with_and() {
+        let selector = "env in (a,b),!legacy,tier=web";
+        assert!(selects(selector, json!({"env": "a", "tier": "web"})));
+        assert!(!selects(
+            selector,
+            json!({"env": "a", "tier": "web", "legacy": "1"})
+        ));
+        assert!(!selects(selector, json!({"env": "c", "tier": "web"})));
+    }
+
+    #[test]
+    fn keywords_can_be_keys_and_values() {
+        assert!(selects("in=notin", json!({"in": "notin"})));
+        assert!(selects("notin in (in)", json!({"notin": "in"})));
+    }
+
+    #[test]
+    fn missing_values_are_the_empty_string() {
+        assert!(selects("app=", json!({"app": ""})));
+        assert!(!selects("app=", json!({"app": "x"})));
+        assert!(selects("app in ()", json!({"app": ""})));
+        assert!(selects("app in (,x)", json!({"app": ""})));
+        assert_eq!(parsed("app in (x,)").to_string(), "app in (,x)");
+    }
+
+    #[test]
+    fn null_and_non_string_label_values() {
+        assert!(selects("!app", json!({"app": null})));
+        assert!(selects("app", json!({"app": 1})));
+        assert!(!selects("app=1", json!({"app": 1})));
+    }
+
+    #[test]
+    fn display_is_the_canonical_kubernetes_form() {
+        assert_eq!(
+            parsed(" tier in (b, a, a) , app==web,!legacy, n>3").to_string(),
+            "app=web,!legacy,n>3,tier in (a,b)"
+        );
+        assert_eq!(parsed("x notin (z,y)").to_string(), "x notin (y,z)");
+        assert_eq!(parsed("a!=b,c<7").to_string(), "a!=b,c<7");
+    }
+
+    #[test]
+    fn invalid_keys_are_reported_like_kubernetes() {
+        assert_eq!(
+            parse_error("-app=web"),
+            format!(
+                "unable to parse requirement: <nil>: Invalid value: \"-app\": name part {NAME_PART_FORMAT}"
+            )
+        );
+        assert_eq!(
+            parse_error("Example.com/app"),
+            format!(
+                "unable to parse requirement: <nil>: Invalid value: \"Example.com/app\": prefix part {SUBDOMAIN_FORMAT}"
+            )
+        );
+        assert!(parse_error("/app").contains("prefix part must be non-empty"));
+        assert!(parse_error("a/b/c").contains("a qualified name must consist of"));
+        let long = "k".repeat(64);
+        assert!(parse_error(&long).ends_with("name part must be no more than 63 characters"));
+        let long_prefix = format!("{}/app", "p".repeat(254));
+        assert!(
+            parse_error(&long_prefix).contains("prefix part must be no more than 253 characters")
+        );
+        assert!(
+            parse_error("app$=x")
+                .starts_with("unable to parse requirement: <nil>: Invalid value: \"app$\"")
+        );
+    }
+
+    #[test]
+    fn valid_keys_include_prefixes_and_the_full_charset() {
+        assert!(selects(
+            "app.kubernetes.io/name=web",
+            json!({"app.kubernetes.io/name": "web"})
+        ));
+        assert!(selects("A_b-c.9", json!({"A_b-c.9": "x"})));
+        let longest = "k".repeat(63);
+        assert!(LabelSelector::parse(&longest).is_ok());
+    }
+
+    #[test]
+    fn invalid_values_are_reported_like_kubernetes() {
+        assert_eq!(
+            parse_error("app=-web"),
+            format!(
+                "unable to parse requirement: values[0][app]: Invalid value: \"-web\": {LABEL_VALUE_FORMAT}"
+            )
+        );
+        assert!(
+            parse_error("app in (bad_,a1)").starts_with(
+                "unable to parse requirement: values[1][app]: Invalid value: \"bad_\""
+            )
+        );
+        let long = "v".repeat(64);
+        assert!(
+            parse_error(&format!("app={long}")).ends_with("must be no more than 63 characters")
+        );
+        assert_eq!(
+            parse_error("n>five"),
+            "unable to parse requirement: values[0]: Invalid value: \"five\": for 'Gt', 'Lt' operators, the value must be an integer"
+        );
+        assert!(parse_error("n<-1").contains("values[0][n]: Invalid value: \"-1\""));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_token() {
+        assert_eq!(
+            parse_error("app in a"),
+            "unable to parse requirement: found 'a', expected: '('"
+        );
+        assert_eq!(
+            parse_error("app web"),
+            "unable to parse requirement: found 'web', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        assert_eq!(
+            parse_error("app=web x"),
+            "found 'x', expected: ',' or 'end of string'"
+        );
+        assert_eq!(
+            parse_error("app=web,"),
+            "found '', expected: identifier after ','"
+        );
+        assert_eq!(
+            parse_error(",app"),
+            "found ',', expected: !, identifier, or 'end of string'"
+        );
+        assert_eq!(
+            parse_error("app in (a b)"),
+            "unable to parse requirement: found 'b', expected: ',' or ')'"
+        );
+        assert_eq!(
+            parse_error("app in (a"),
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        assert_eq!(
+            parse_error("app=(a)"),
+            "unable to parse requirement: found '(', expected: identifier"
+        );
+        assert_eq!(
+            parse_error("!=a"),
+            "found '!=', expected: !, identifier, or 'end of string'"
+        );
+        assert_eq!(
+            parse_error("!app=x"),
+            "found '=', expected: ',' or 'end of string'"
+        );
+        assert_eq!(
+            parse_error("a>=1"),
+            "unable to parse requirement: found '=', expected: identifier"
+        );
+    }
+
+    #[test]
+    fn label_selector_objects_convert_to_requirements() {
+        let selector = from_json(json!({
+        "matchLabels": {"tier": "web", "app": "shop"},
+        "matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["prod", "dev"]},
+            {"key": "legacy", "operator": "DoesNotExist"},
+            {"key": "zone", "operator": "NotIn", "values": ["b"]},
+            {"key": "owner", "operator": "Exists", "values": null}
+        ]}));
+        let selector = match selector {
+            Ok(selector) => selector,
+            Err(error) => panic!("conversion failed: {error}"),
+        };
+        assert_eq!(
+            selector.to_string(),
+            "app=shop,env in (dev,prod),!legacy,owner,tier=web,zone notin (b)"
+        );
+        assert!(selector.matches(Some(&labels(
+            json!({"app": "shop", "tier": "web", "env": "prod", "owner": "me"})
+        ))));
+        assert!(!selector.matches(Some(&labels(
+            json!({"app": "shop", "tier": "web", "env": "prod"})
+        ))));
+    }
+
+    #[test]
+    fn an_empty_label_selector_object_selects_everything() {
+        for selector in [
+            json!({}),
+            json!({"matchLabels": {}, "matchExpressions": []}),
+            json!({"matchLabels": null}),
+        ] {
+            assert_eq!(from_json(selector).map(|s| s.is_empty()), Ok(true));
+        }
+    }
+
+    #[test]
+    fn deployment_selector_renders_the_scale_status_selector() {
+        let deployment = json!({"spec": {"selector": {"matchLabels": {"app": "web"}}}});
+        let selector = from_json(deployment["spec"]["selector"].clone()).map(|s| s.to_string());
+        assert_eq!(selector, Ok("app=web".to_owned()));
+    }
+
+    #[test]
+    fn invalid_label_selector_objects_are_rejected() {
+        let error = |selector: Value| {
+            from_json(selector)
+                .map(|s| s.to_string())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            error(json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})),
+            Err("\"Gt\" is not a valid label selector operator".to_owned())
+        );
+        assert_eq!(
+            error(json!({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]})),
+            Err("values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty".to_owned())
+        );
+        assert_eq!(
+            error(json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x", "y"]}]})),
+            Err("values: Invalid value: []string{\"x\", \"y\"}: values set must be empty for exists and does not exist".to_owned())
+        );
+        assert_eq!(
+            error(json!({"matchLabels": {"a b": "x"}})),
+            Err(format!(
+                "key: Invalid value: \"a b\": name part {NAME_PART_FORMAT}"
+            ))
+        );
+        assert_eq!(
+            error(json!({"matchLabels": {"app": "x y"}})),
+            Err(format!(
+                "values[0][app]: Invalid value: \"x y\": {LABEL_VALUE_FORMAT}"
+            ))
+        );
+        assert_eq!(
+            error(json!(null)),
+            Err("invalid label selector: a label selector must be an object".to_owned())
+        );
+        assert_eq!(
+            error(json!({"matchLabels": {"a": 1}})),
+            Err("invalid label selector: matchLabels values must be strings".to_owned())
+        );
+        assert_eq!(
+            error(json!({"matchExpressions": {}})),
+            Err("invalid label selector: matchExpressions must be a list".to_owned())
+        );
+    }
+
+    /// A small deterministic generator (64-bit LCG), so the round-trip test needs no crates.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, bound: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // The high bits of an LCG are the well-mixed ones; the result is < bound.
+            usize::try_from((self.0 >> 33) % bound as u64).unwrap_or_default()
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    #[test]
+    fn display_then_parse_round_trips_generated_selectors() {
+        const KEYS: &[&str] = &[
+            "app",
+            "tier",
+            "in",
+            "notin",
+            "app.kubernetes.io/name",
+            "example.com/a_b-c.9",
+            "X",
+        ];
+        const VALUES: &[&str] = &["", "web", "in", "notin", "1.0", "x_y-z", "A9", "prod"];
+        let mut random = Lcg(42);
+        for _ in 0..500 {
+            let mut requirements = Vec::new();
+            for _ in 0..random.below(5) {
+                let key = random.pick(KEYS).to_owned();
+                let value = random.pick(VALUES).to_owned();
+                let set = |random: &mut Lcg| {
+                    let values: Vec<&str> =
+                        (0..=random.below(3)).map(|_| random.pick(VALUES)).collect();
+                    canonical_set(&values)
+                };
+                let bound = i64::try_from(random.below(1000)).unwrap_or_default();
+                let operator = match random.below(8) {
+                    0 => Operator::Equals(value),
+                    1 => Operator::NotEquals(value),
+                    2 => Operator::In(set(&mut random)),
+                    3 => Operator::NotIn(set(&mut random)),
+                    4 => Operator::Exists,
+                    5 => Operator::DoesNotExist,
+                    6 => Operator::GreaterThan(bound),
+                    _ => Operator::LessThan(bound),
+                };
+                requirements.push(Requirement { key, operator });
+            }
+            let selector = LabelSelector::from_requirements(requirements);
+            let text = selector.to_string();
+            assert_eq!(LabelSelector::parse(&text), Ok(selector), "{text}");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! [`ApiServer`]: storage, registry, controllers and the HTTP router, started together.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::kubeconfig::{kubeconfig_yaml, write_kubeconfig};
+use crate::auth::tls::TlsMaterial;
+use crate::auth::token::AdminToken;
+use crate::http::{self, App};
+use crate::registry::Registry;
+use crate::registry::builtin::INITIAL_NAMESPACES;
+use crate::registry::rest::WriteOptions;
+use crate::storage::{Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend};
+
+/// Settings of an [`ApiServer`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Where durable state, TLS material and the admin token live; `None` keeps everything in
+    /// memory.
+    pub data_dir: Option<PathBuf>,
+    /// How many recent changes the watch history keeps.
+    pub history_capacity: usize,
+    /// How often a quiet watch that allows bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// How long in-flight requests may run after shutdown starts.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: None,
+            history_capacity: StoreConfig::default().history_capacity,
+            bookmark_interval: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// Keeps state durably in `dir`.
+    #[must_use]
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the size of the watch history.
+    #[must_use]
+    pub fn history_capacity(mut self, n: usize) -> Self {
+        self.history_capacity = n;
+        self
+    }
+
+    /// Sets the bookmark interval of quiet watches.
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+}
+
+/// Why the server could not start or serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// Opening storage failed; check the data directory.
+    #[error("opening storage failed")]
+    Storage(#[source] BackendError),
+    /// Creating the built-in namespaces failed.
+    #[error("creating the initial namespaces failed: {0}")]
+    Seed(String),
+    /// TLS material or the admin token could not be loaded or created.
+    #[error("preparing credentials failed: {0}")]
+    Credentials(String),
+    /// Binding or serving the socket failed.
+    #[error("serving failed")]
+    Io(#[from] std::io::Error),
+}
+
+/// How a server is exposed on a socket.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// `https://…` or `http://…`.
+    pub url: String,
+    /// The kubeconfig clients use.
+    pub kubeconfig: String,
+}
+
+/// A running API server.
+///
+/// Serve it in-process through [`ApiServer::router`] (a tower `Service`, which
+/// `kube::Client::new` accepts) or on a socket with [`ApiServer::listen`]. Dropping it does not
+/// stop its tasks; call [`ApiServer::shutdown`].
+pub struct ApiServer {
+    app: Arc<App>,
+    router: Router,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+    config: Config,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    /// Opens storage, creates the built-in namespaces, starts the in-server controllers and
+    /// marks the server ready.
+    pub async fn start(config: Config) -> Result<ApiServer, ServerError> {
+        let backend: Arc<dyn Backend> = match &config.data_dir {
+            Some(dir) => Arc::new(WalBackend::open(dir).map_err(ServerError::Storage)?),
+            None => Arc::new(MemoryBackend),
+        };
+        Self::start_with_backend(config, backend).await
+    }
+
+    /// Like [`ApiServer::start`], over a given backend (tests inject faults this way).
+    pub async fn start_with_backend(config: Config, backend: Arc<dyn Backend>) -> Result<ApiServer, ServerError> {
+        let store = Store::open(
+            backend,
+            StoreConfig::default().history_capacity(config.history_capacity),
+        )
+        .map_err(ServerError::Storage)?;
+        let registry = Arc::new(Registry::new(store));
+        seed_namespaces(&registry).await?;
+        let admin_token = match &config.data_dir {
+            Some(dir) => AdminToken::load_or_generate(Some(dir))
+                .map_err(|e| ServerError::Credentials(e.to_string()))?,
+            None => AdminToken::generate(),
+        };
+        let stop = CancellationToken::new();
+        let app = Arc::new(App {
+            registry: registry.clone(),
+            admin_token: Some(admin_token),
+            shutdown: stop.clone(),
+            ready: Arc::new(AtomicBool::new(false)),
+            bookmark_interval: config.bookmark_interval,
+        });
+        let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::namespace::run(registry, stop.child_token()));
+        app.ready.store(true, Ordering::SeqCst);
+        Ok(ApiServer {
+            router: http::router(app.clone()),
+            app,
+            tasks,
+            stop,
+            config,
+        })
+    }
+
+    /// The HTTP router: a tower `Service` serving the whole API.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    /// The registry (resources and storage).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.app.registry
+    }
+
+    /// The administrator's bearer token.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.app.admin_token.as_ref().map(AdminToken::as_str)
+    }
+
+    /// Binds `addr` and serves until [`ApiServer::shutdown`]: over HTTPS with a certificate
+    /// from the data directory (or a fresh one), or over plain HTTP when `insecure` — allowed
+    /// only on a loopback address, since anonymous requests act as the administrator there.
+    pub async fn listen(&self, addr: SocketAddr, insecure: bool) -> Result<Endpoint, ServerError> {
+        if insecure && !addr.ip().is_loopback() {
+            return Err(ServerError::Credentials(format!(
+                "plain HTTP is only served on a loopback address, not {addr}: clients send no credentials over http"
+            )));
+        }
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let host = if local.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            match local.ip() {
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                ip => ip.to_string(),
+            }
+        };
+        let (tls, url, kubeconfig) = if insecure {
+            let url = format!("http://{host}:{}", local.port());
+            let kc = kubeconfig_yaml(&url, None, None);
+            (None, url, kc)
+        } else {
+            let extra = vec![local.ip().to_string()];
+            let material = TlsMaterial::load_or_generate(self.config.data_dir.as_deref(), &extra)
+                .map_err(|e| ServerError::Credentials(e.to_string()))?;
+            let server_config = material
+                .server_config()
+                .map_err(|e| ServerError::Credentials(e.to_string()))?;
+            let url = format!("https://{host}:{}", local.port());
+            let kc = kubeconfig_yaml(&url, Some(material.ca_pem()), self.admin_token());
+            (Some(server_config), url, kc)
+        };
+        let router = self.router.clone();
+        let stop = self.stop.clone();
+        let grace = self.config.shutdown_grace;
+        self.tasks.spawn(async move {
+            if let Err(e) = crate::server::serve::serve(listener, router, tls, stop, grace).await {
+                tracing::error!(error = %e, "serving failed");
+            }
+        });
+        Ok(Endpoint {
+            addr: local,
+            url,
+            kubeconfig,
+        })
+    }
+
+    /// Writes `endpoint`'s kubeconfig to `path`.
+    pub fn write_kubeconfig(endpoint: &Endpoint, path: &Path) -> Result<(), ServerError> {
+        write_kubeconfig(path, &endpoint.kubeconfig).map_err(ServerError::Io)
+    }
+
+    /// Stops accepting work, ends watches, lets in-flight requests finish within the grace
+    /// period, and stops the controllers.
+    pub async fn shutdown(self) {
+        self.app.ready.store(false, Ordering::SeqCst);
+        self.stop.cancel();
+        self.tasks.close();
+        let _ = tokio::time::timeout(self.config.shutdown_grace * 2, self.tasks.wait()).await;
+    }
+
+    /// A token cancelled when the server stops.
+    pub fn stopped(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+}
+
+async fn seed_namespaces(registry: &Arc<Registry>) -> Result<(), ServerError> {
+    let catalog = registry.catalog();
+    let Some(namespaces) = catalog.find("", "v1", "namespaces") else {
+        return Err(ServerError::Seed("namespaces are not served".into()));
+    };
+    for name in INITIAL_NAMESPACES {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match registry.create(&namespaces, None, body, &WriteOptions::default()).await {
+            Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(ServerError::Seed(e.to_string())),
+        }
+    }
+    Ok(())
+}

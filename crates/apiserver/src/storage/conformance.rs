@@ -1,0 +1,331 @@
+//! Storage conformance: one `run_*` function per behaviour, each taking a store, run against
+//! every backend.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn obj(name: &str, data: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": data}})
+}
+
+fn put(v: Value) -> impl FnMut(Value) -> Update + Send {
+    move |_| Update::Put(v.clone())
+}
+
+pub(super) async fn run_create_assigns_increasing_revisions(s: &dyn Storage) {
+    let start = s.current_rv();
+    let a = s.create("/cm/ns/a", obj("a", "1")).await.expect("create a");
+    let b = s.create("/cm/ns/b", obj("b", "1")).await.expect("create b");
+    assert_eq!(a.rv, start + 1);
+    assert_eq!(b.rv, start + 2);
+    let v = a.value().expect("json");
+    assert_eq!(v["metadata"]["resourceVersion"], (start + 1).to_string());
+    assert!(matches!(
+        s.create("/cm/ns/a", obj("a", "2")).await,
+        Err(StorageError::AlreadyExists { .. })
+    ));
+    assert_eq!(s.current_rv(), start + 2, "a failed create uses no revision");
+}
+
+pub(super) async fn run_update_without_change_keeps_revision(s: &dyn Storage) {
+    let a = s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+    let mut same = put(a.value().expect("json"));
+    let w = s
+        .guaranteed_update("/cm/ns/a", &Preconditions::default(), &mut same)
+        .await
+        .expect("update");
+    assert_eq!(w.outcome, Outcome::Unchanged);
+    assert_eq!(w.stored.rv, a.rv);
+    assert_eq!(s.current_rv(), a.rv);
+    let mut changed = put(obj("a", "2"));
+    let w = s
+        .guaranteed_update("/cm/ns/a", &Preconditions::default(), &mut changed)
+        .await
+        .expect("update");
+    assert_eq!(w.outcome, Outcome::Written);
+    assert_eq!(w.stored.rv, a.rv + 1);
+}
+
+pub(super) async fn run_preconditions_are_checked(s: &dyn Storage) {
+    let mut v = obj("a", "1");
+    v["metadata"]["uid"] = json!("u1");
+    let a = s.create("/cm/ns/a", v).await.expect("create");
+    let stale = Preconditions {
+        resource_version: Some(a.rv - 1),
+        ..Default::default()
+    };
+    let mut f = put(obj("a", "2"));
+    let err = s
+        .guaranteed_update("/cm/ns/a", &stale, &mut f)
+        .await
+        .expect_err("stale rv");
+    assert!(matches!(err, StorageError::Conflict { .. }), "{err:?}");
+    let wrong_uid = Preconditions {
+        uid: Some("u2".into()),
+        ..Default::default()
+    };
+    let err = s
+        .delete("/cm/ns/a", &wrong_uid)
+        .await
+        .expect_err("uid mismatch");
+    match err {
+        StorageError::Conflict { message } => assert_eq!(
+            message,
+            "Precondition failed: UID in precondition: u2, UID in object meta: u1"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let right = Preconditions {
+        uid: Some("u1".into()),
+        resource_version: Some(a.rv),
+    };
+    s.delete("/cm/ns/a", &right).await.expect("delete");
+    assert!(matches!(
+        s.get("/cm/ns/a"),
+        Err(StorageError::NotFound { .. })
+    ));
+}
+
+pub(super) async fn run_list_pages_in_key_order(s: &dyn Storage) {
+    for name in ["c", "a", "e", "b", "d"] {
+        s.create(&format!("/cm/ns/{name}"), obj(name, "1"))
+            .await
+            .expect("create");
+    }
+    s.create("/cm/other/z", obj("z", "1")).await.expect("create");
+    let mut opts = ListOptions {
+        limit: 2,
+        ..Default::default()
+    };
+    let mut names = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = s.list("/cm/ns/", &opts, &|_| true).expect("list");
+        pages += 1;
+        names.extend(
+            page.items
+                .iter()
+                .map(|i| i.value().expect("json")["metadata"]["name"].clone()),
+        );
+        match page.continue_after {
+            Some(k) => {
+                opts.start_after = Some(k);
+                opts.at = ListAt::Exact(page.rv);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(names, ["a", "b", "c", "d", "e"]);
+    assert_eq!(pages, 3);
+}
+
+pub(super) async fn run_continued_list_shows_the_first_pages_snapshot(s: &dyn Storage) {
+    for name in ["a", "b", "c", "d"] {
+        s.create(&format!("/cm/ns/{name}"), obj(name, "1"))
+            .await
+            .expect("create");
+    }
+    let first = s
+        .list(
+            "/cm/ns/",
+            &ListOptions {
+                limit: 2,
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .expect("list");
+    // Changes after the first page must not show in the second.
+    s.delete("/cm/ns/c", &Preconditions::default())
+        .await
+        .expect("delete");
+    s.create("/cm/ns/bb", obj("bb", "1")).await.expect("create");
+    let mut f = put(obj("d", "2"));
+    s.guaranteed_update("/cm/ns/d", &Preconditions::default(), &mut f)
+        .await
+        .expect("update");
+    let second = s
+        .list(
+            "/cm/ns/",
+            &ListOptions {
+                limit: 10,
+                start_after: first.continue_after.clone(),
+                at: ListAt::Exact(first.rv),
+            },
+            &|_| true,
+        )
+        .expect("list");
+    let got: Vec<Value> = second
+        .items
+        .iter()
+        .map(|i| i.value().expect("json"))
+        .collect();
+    let names: Vec<&str> = got
+        .iter()
+        .map(|v| v["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["c", "d"]);
+    assert_eq!(got[1]["data"]["k"], "1", "d as it was at the first page");
+}
+
+pub(super) async fn run_watch_replays_from_a_revision(s: &dyn Storage) {
+    let a = s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+    let mut f = put(obj("a", "2"));
+    s.guaranteed_update("/cm/ns/a", &Preconditions::default(), &mut f)
+        .await
+        .expect("update");
+    s.create("/cm/zz/b", obj("b", "1")).await.expect("create");
+    s.delete("/cm/ns/a", &Preconditions::default())
+        .await
+        .expect("delete");
+    let mut w = s.watch("/cm/ns/", a.rv - 1).expect("watch");
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let e = w.next().await.expect("event");
+        got.push((e.kind, e.rv));
+    }
+    assert_eq!(
+        got,
+        [
+            (EventType::Added, a.rv),
+            (EventType::Modified, a.rv + 1),
+            (EventType::Deleted, a.rv + 3)
+        ]
+    );
+    assert!(w.try_next().expect("no error").is_none());
+}
+
+pub(super) async fn run_deleted_event_carries_the_deletion_revision(s: &dyn Storage) {
+    s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+    let from = s.current_rv();
+    let d = s
+        .delete("/cm/ns/a", &Preconditions::default())
+        .await
+        .expect("delete");
+    let mut w = s.watch("/cm/", from).expect("watch");
+    let e = w.next().await.expect("event");
+    assert_eq!(e.kind, EventType::Deleted);
+    assert_eq!(e.rv, d.rv);
+    let v: Value = serde_json::from_slice(&e.object).expect("json");
+    assert_eq!(v["metadata"]["resourceVersion"], d.rv.to_string());
+    assert_eq!(v["data"]["k"], "1");
+}
+
+pub(super) async fn run_live_watch_sees_new_writes(s: Arc<dyn Storage>) {
+    let mut w = s.watch("/cm/", s.current_rv()).expect("watch");
+    let writer = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            for i in 0..50 {
+                s.create(&format!("/cm/ns/{i:03}"), obj("x", "1"))
+                    .await
+                    .expect("create");
+            }
+        })
+    };
+    let mut last = 0;
+    for _ in 0..50 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(5), w.next())
+            .await
+            .expect("in time")
+            .expect("event");
+        assert!(e.rv > last, "events in revision order");
+        last = e.rv;
+    }
+    writer.await.expect("writer");
+}
+
+pub(super) async fn run_concurrent_updates_never_lose_a_write(s: Arc<dyn Storage>) {
+    s.create("/cm/ns/counter", json!({"metadata": {"name": "counter"}, "n": 0}))
+        .await
+        .expect("create");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    let mut inc = |mut v: Value| {
+                        let n = v["n"].as_u64().unwrap_or(0);
+                        v["n"] = json!(n + 1);
+                        Update::Put(v)
+                    };
+                    s.guaranteed_update("/cm/ns/counter", &Preconditions::default(), &mut inc)
+                        .await
+                        .expect("update");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("task");
+    }
+    let v = s.get("/cm/ns/counter").expect("get").value().expect("json");
+    assert_eq!(v["n"], 200);
+}
+
+async fn run_all(make: impl Fn() -> Arc<dyn Storage>) {
+    run_create_assigns_increasing_revisions(&*make()).await;
+    run_update_without_change_keeps_revision(&*make()).await;
+    run_preconditions_are_checked(&*make()).await;
+    run_list_pages_in_key_order(&*make()).await;
+    run_continued_list_shows_the_first_pages_snapshot(&*make()).await;
+    run_watch_replays_from_a_revision(&*make()).await;
+    run_deleted_event_carries_the_deletion_revision(&*make()).await;
+    run_live_watch_sees_new_writes(make()).await;
+    run_concurrent_updates_never_lose_a_write(make()).await;
+}
+
+fn memory_store() -> Arc<dyn Storage> {
+    Store::open(Arc::new(MemoryBackend), StoreConfig::default()).expect("open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_backend_conforms() {
+    run_all(memory_store).await;
+}
+
+#[tokio::test]
+async fn a_failed_backend_write_is_reported_and_not_published() {
+    let (backend, failing) = FaultyBackend::new(MemoryBackend);
+    let s = Store::open(Arc::new(backend), StoreConfig::default()).expect("open");
+    s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+    let mut w = s.watch("/cm/", s.current_rv()).expect("watch");
+    failing.store(true, Ordering::SeqCst);
+    let err = s
+        .create("/cm/ns/b", obj("b", "1"))
+        .await
+        .expect_err("injected");
+    assert!(matches!(err, StorageError::Backend(BackendError::Injected)));
+    assert!(w.try_next().expect("no error").is_none(), "nothing published");
+}
+
+#[tokio::test]
+async fn compacted_history_expires_old_watches_and_lists() {
+    let s = Store::open(
+        Arc::new(MemoryBackend),
+        StoreConfig::default().history_capacity(3),
+    )
+    .expect("open");
+    for i in 0..10 {
+        s.create(&format!("/cm/ns/{i}"), obj("x", "1"))
+            .await
+            .expect("create");
+    }
+    assert!(matches!(
+        s.watch("/cm/", 2),
+        Err(StorageError::Expired { requested: 2, .. })
+    ));
+    let opts = ListOptions {
+        at: ListAt::Exact(2),
+        ..Default::default()
+    };
+    assert!(matches!(
+        s.list("/cm/", &opts, &|_| true),
+        Err(StorageError::Expired { .. })
+    ));
+    assert!(s.watch("/cm/", 8).is_ok());
+}

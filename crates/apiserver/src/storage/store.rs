@@ -1,0 +1,508 @@
+//! [`Store`]: the in-memory state, the revision clock and the write path to the backend.
+//!
+//! One `std::sync::Mutex` guards the live objects and the clock. It is held only to check a
+//! precondition, stamp a revision, encode the object and queue it for the backend; parsing,
+//! patching and validation happen outside it, and a write whose object changed underneath is
+//! re-run (optimistic concurrency, as `GuaranteedUpdate` does in Kubernetes). The lock is
+//! never held across an `.await`: a writer waits for durability after releasing it.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::backend::{Backend, BackendError, Record};
+use super::history::{EventType, History, WatchEvent, Watcher};
+use super::{
+    ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
+    Written, set_resource_version,
+};
+
+/// Settings of a [`Store`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StoreConfig {
+    /// How many recent changes the watch history keeps (at least).
+    pub history_capacity: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            history_capacity: 20_000,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Sets how many recent changes the watch history keeps.
+    #[must_use]
+    pub fn history_capacity(mut self, n: usize) -> Self {
+        self.history_capacity = n;
+        self
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    objects: BTreeMap<Arc<str>, Stored>,
+    rv: u64,
+}
+
+/// The storage of the API server. See the [module docs](super).
+pub struct Store {
+    state: Mutex<State>,
+    history: History,
+    backend: Arc<dyn Backend>,
+    compacting: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("rv", &self.lock().rv)
+            .finish_non_exhaustive()
+    }
+}
+
+type Ack = oneshot::Receiver<Result<(), BackendError>>;
+
+impl Store {
+    /// Opens a store over `backend`, loading what it holds.
+    pub fn open(backend: Arc<dyn Backend>, config: StoreConfig) -> Result<Arc<Store>, BackendError> {
+        let loaded = backend.load()?;
+        let mut objects = BTreeMap::new();
+        let mut rv = loaded.max_rv;
+        for record in loaded.records {
+            if let Some(bytes) = record.value {
+                rv = rv.max(record.rv);
+                objects.insert(record.key, Stored { rv: record.rv, bytes });
+            }
+        }
+        Ok(Arc::new(Store {
+            state: Mutex::new(State { objects, rv }),
+            history: History::new(rv, config.history_capacity),
+            backend,
+            compacting: Arc::new(AtomicBool::new(false)),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The number of stored objects.
+    pub fn len(&self) -> usize {
+        self.lock().objects.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The keys under `prefix`, in order (for controllers that sweep a namespace).
+    pub fn keys(&self, prefix: &str) -> Vec<Arc<str>> {
+        let state = self.lock();
+        state
+            .objects
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Stamps `obj` with the next revision, stores it and queues it; called with the lock held.
+    fn commit_put(
+        &self,
+        state: &mut State,
+        key: Arc<str>,
+        mut obj: Value,
+        prev: Option<Stored>,
+    ) -> Result<(Stored, Ack), StorageError> {
+        let rv = state.rv + 1;
+        set_resource_version(&mut obj, rv);
+        let bytes = Bytes::from(
+            serde_json::to_vec(&obj).map_err(|e| StorageError::Internal(e.to_string()))?,
+        );
+        state.rv = rv;
+        let stored = Stored {
+            rv,
+            bytes: bytes.clone(),
+        };
+        state.objects.insert(key.clone(), stored.clone());
+        let kind = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        let record = Record {
+            key: key.clone(),
+            rv,
+            value: Some(bytes.clone()),
+        };
+        self.history
+            .append(Arc::new(WatchEvent::new(rv, kind, key, bytes, prev)));
+        let ack = self.submit(state, record);
+        Ok((stored, ack))
+    }
+
+    /// Removes `key`, stamping its final state `last` with the next revision; lock held.
+    fn commit_delete(
+        &self,
+        state: &mut State,
+        key: Arc<str>,
+        mut last: Value,
+        prev: Stored,
+    ) -> Result<(Stored, Ack), StorageError> {
+        let rv = state.rv + 1;
+        set_resource_version(&mut last, rv);
+        let bytes = Bytes::from(
+            serde_json::to_vec(&last).map_err(|e| StorageError::Internal(e.to_string()))?,
+        );
+        state.rv = rv;
+        state.objects.remove(&key);
+        let record = Record {
+            key: key.clone(),
+            rv,
+            value: None,
+        };
+        self.history.append(Arc::new(WatchEvent::new(
+            rv,
+            EventType::Deleted,
+            key,
+            bytes.clone(),
+            Some(prev),
+        )));
+        let ack = self.submit(state, record);
+        Ok((Stored { rv, bytes }, ack))
+    }
+
+    fn submit(&self, state: &State, record: Record) -> Ack {
+        let rv = record.rv;
+        let (tx, rx) = oneshot::channel();
+        let history = self.history.clone();
+        self.backend.submit(
+            vec![record],
+            Box::new(move |result| {
+                if result.is_ok() {
+                    history.publish(rv);
+                }
+                let _ = tx.send(result);
+            }),
+        );
+        if self.backend.needs_compaction() && !self.compacting.swap(true, Ordering::SeqCst) {
+            let live = state
+                .objects
+                .iter()
+                .map(|(k, v)| Record {
+                    key: k.clone(),
+                    rv: v.rv,
+                    value: Some(v.bytes.clone()),
+                })
+                .collect();
+            let flag = self.compacting.clone();
+            self.backend.compact(
+                live,
+                state.rv,
+                Box::new(move |result| {
+                    if let Err(e) = result {
+                        tracing::error!(error = %e, "storage compaction failed");
+                    }
+                    flag.store(false, Ordering::SeqCst);
+                }),
+            );
+        }
+        rx
+    }
+
+    async fn durable(ack: Ack) -> Result<(), StorageError> {
+        match ack.await {
+            Ok(result) => result.map_err(StorageError::from),
+            Err(_) => Err(StorageError::Backend(BackendError::Poisoned)),
+        }
+    }
+
+    async fn create_impl(&self, key: &str, obj: Value) -> Result<Stored, StorageError> {
+        let (stored, ack) = {
+            let mut state = self.lock();
+            if state.objects.contains_key(key) {
+                return Err(StorageError::AlreadyExists { key: key.into() });
+            }
+            self.commit_put(&mut state, Arc::from(key), obj, None)?
+        };
+        Self::durable(ack).await?;
+        Ok(stored)
+    }
+
+    async fn update_impl(
+        &self,
+        key: &str,
+        pre: &Preconditions,
+        update: &mut (dyn FnMut(Value) -> Update + Send),
+    ) -> Result<Written, StorageError> {
+        loop {
+            let current = self.get_impl(key)?;
+            let value = current.value()?;
+            check_preconditions(pre, &current, &value)?;
+            match update(value) {
+                Update::Abort => return Err(StorageError::Aborted),
+                Update::Put(mut new) => {
+                    // Canonical encoding makes "nothing changed" a byte comparison.
+                    set_resource_version(&mut new, current.rv);
+                    let unchanged = serde_json::to_vec(&new)
+                        .map(|b| b[..] == current.bytes[..])
+                        .unwrap_or(false);
+                    if unchanged {
+                        return Ok(Written {
+                            stored: current,
+                            outcome: Outcome::Unchanged,
+                        });
+                    }
+                    let (stored, ack) = {
+                        let mut state = self.lock();
+                        let Some((k, now)) = state.objects.get_key_value(key) else {
+                            return Err(StorageError::NotFound { key: key.into() });
+                        };
+                        if now.rv != current.rv {
+                            continue;
+                        }
+                        let k = k.clone();
+                        self.commit_put(&mut state, k, new, Some(current))?
+                    };
+                    Self::durable(ack).await?;
+                    return Ok(Written {
+                        stored,
+                        outcome: Outcome::Written,
+                    });
+                }
+                Update::Delete(last) => {
+                    let (stored, ack) = {
+                        let mut state = self.lock();
+                        let Some((k, now)) = state.objects.get_key_value(key) else {
+                            return Err(StorageError::NotFound { key: key.into() });
+                        };
+                        if now.rv != current.rv {
+                            continue;
+                        }
+                        let k = k.clone();
+                        self.commit_delete(&mut state, k, last, current)?
+                    };
+                    Self::durable(ack).await?;
+                    return Ok(Written {
+                        stored,
+                        outcome: Outcome::Deleted,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn delete_impl(&self, key: &str, pre: &Preconditions) -> Result<Stored, StorageError> {
+        let (stored, ack) = {
+            let mut state = self.lock();
+            let Some((k, current)) = state.objects.get_key_value(key) else {
+                return Err(StorageError::NotFound { key: key.into() });
+            };
+            let (k, current) = (k.clone(), current.clone());
+            let value = current.value()?;
+            check_preconditions(pre, &current, &value)?;
+            self.commit_delete(&mut state, k, value, current)?
+        };
+        Self::durable(ack).await?;
+        Ok(stored)
+    }
+
+    fn get_impl(&self, key: &str) -> Result<Stored, StorageError> {
+        self.lock()
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StorageError::NotFound { key: key.into() })
+    }
+
+    fn list_impl(
+        &self,
+        prefix: &str,
+        opts: &ListOptions,
+        filter: &dyn Fn(&Stored) -> bool,
+    ) -> Result<ListPage, StorageError> {
+        let start = match &opts.start_after {
+            Some(k) => Bound::Excluded(k.as_str()),
+            None => Bound::Included(prefix),
+        };
+        // Copy the candidates (reference-counted, cheap) under the lock; filter outside it.
+        let (mut candidates, rv, overlay) = {
+            let state = self.lock();
+            let candidates: Vec<(Arc<str>, Stored)> = state
+                .objects
+                .range::<str, _>((start, Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            match opts.at {
+                ListAt::Latest => (candidates, state.rv, None),
+                ListAt::Exact(rv) if rv > state.rv => {
+                    return Err(StorageError::TooLarge {
+                        requested: rv,
+                        current: state.rv,
+                    });
+                }
+                ListAt::Exact(rv) => {
+                    let changes = self.history.changes_after(rv)?;
+                    (candidates, rv, Some(changes))
+                }
+            }
+        };
+        if let Some(changes) = overlay {
+            // Undo every change made after `rv`: the oldest change to a key knows its state then.
+            let mut then: BTreeMap<Arc<str>, Option<Stored>> = BTreeMap::new();
+            for change in changes.iter().rev() {
+                let after_start = match &opts.start_after {
+                    Some(s) => &*change.key > s.as_str(),
+                    None => true,
+                };
+                if change.key.starts_with(prefix) && after_start {
+                    then.insert(change.key.clone(), change.prev.clone());
+                }
+            }
+            if !then.is_empty() {
+                let mut merged: BTreeMap<Arc<str>, Stored> = candidates.into_iter().collect();
+                for (k, v) in then {
+                    match v {
+                        Some(s) => merged.insert(k, s),
+                        None => merged.remove(&k),
+                    };
+                }
+                candidates = merged.into_iter().collect();
+            }
+        }
+        let limit = if opts.limit == 0 {
+            usize::MAX
+        } else {
+            opts.limit
+        };
+        let mut items = Vec::new();
+        let mut continue_after = None;
+        let mut remaining = None;
+        for (i, (_, stored)) in candidates.iter().enumerate() {
+            if !filter(stored) {
+                continue;
+            }
+            if items.len() == limit {
+                continue_after = items_last_key(&candidates, i);
+                remaining = Some((candidates.len() - i) as u64);
+                break;
+            }
+            items.push(stored.clone());
+        }
+        Ok(ListPage {
+            items,
+            rv,
+            continue_after,
+            remaining,
+        })
+    }
+}
+
+/// The key of the last item before index `i` (the last one returned).
+fn items_last_key(candidates: &[(Arc<str>, Stored)], i: usize) -> Option<String> {
+    i.checked_sub(1)
+        .and_then(|j| candidates.get(j))
+        .map(|(k, _)| k.to_string())
+}
+
+fn check_preconditions(
+    pre: &Preconditions,
+    current: &Stored,
+    value: &Value,
+) -> Result<(), StorageError> {
+    if let Some(uid) = &pre.uid {
+        let actual = value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if actual != uid {
+            return Err(StorageError::Conflict {
+                message: format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
+            });
+        }
+    }
+    if let Some(rv) = pre.resource_version
+        && rv != current.rv
+    {
+        return Err(StorageError::Conflict {
+            message: format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                current.rv
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Storage for Store {
+    fn create(&self, key: &str, obj: Value) -> BoxFuture<'_, Result<Stored, StorageError>> {
+        let key = key.to_string();
+        async move { self.create_impl(&key, obj).await }.boxed()
+    }
+
+    fn get(&self, key: &str) -> Result<Stored, StorageError> {
+        self.get_impl(key)
+    }
+
+    fn list(
+        &self,
+        prefix: &str,
+        opts: &ListOptions,
+        filter: &dyn Fn(&Stored) -> bool,
+    ) -> Result<ListPage, StorageError> {
+        self.list_impl(prefix, opts, filter)
+    }
+
+    fn guaranteed_update<'a>(
+        &'a self,
+        key: &'a str,
+        pre: &'a Preconditions,
+        update: &'a mut (dyn FnMut(Value) -> Update + Send),
+    ) -> BoxFuture<'a, Result<Written, StorageError>> {
+        self.update_impl(key, pre, update).boxed()
+    }
+
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        pre: &'a Preconditions,
+    ) -> BoxFuture<'a, Result<Stored, StorageError>> {
+        self.delete_impl(key, pre).boxed()
+    }
+
+    fn watch(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
+        self.history.watcher(prefix, from)
+    }
+
+    fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+}
+
+impl Store {
+    /// The revision up to which changes are durable and visible to watchers.
+    pub fn published_rv(&self) -> u64 {
+        self.history.published()
+    }
+
+    /// Waits until changes up to `rv` are durable and visible, at most `timeout`; returns
+    /// whether they are.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: std::time::Duration) -> bool {
+        self.history.wait_published(rv, timeout).await
+    }
+}

@@ -1,0 +1,198 @@
+//! kore-testenv: a real kore-apiserver for tests, started in milliseconds.
+//!
+//! [`TestEnv::start`] runs the server in-process and returns a `kube::Client` wired straight to
+//! its router (no socket, no TLS), so every test can have its own server. When a test needs
+//! what users meet — a TCP socket, TLS, a kubeconfig file for kubectl or another process — ask
+//! for it with [`TestEnv::builder`] and [`Builder::tcp`].
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//!
+//! let env = kore_testenv::TestEnv::start().await?;
+//! let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("demo".into());
+//! cms.create(&PostParams::default(), &cm).await?;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use kore_apiserver::server::{ApiServer, Config, Endpoint};
+
+pub use kore_apiserver;
+
+/// Options of a [`TestEnv`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Builder {
+    config: Config,
+    tcp: bool,
+    insecure: bool,
+    data_dir: Option<PathBuf>,
+}
+
+impl Builder {
+    /// Also serve on a TCP socket on 127.0.0.1 (HTTPS unless [`Builder::insecure_http`]) and
+    /// write a kubeconfig file for it.
+    pub fn tcp(mut self) -> Self {
+        self.tcp = true;
+        self
+    }
+
+    /// Serve the socket over plain HTTP (anonymous requests act as the administrator).
+    pub fn insecure_http(mut self) -> Self {
+        self.insecure = true;
+        self
+    }
+
+    /// Keep state durably in `dir` (to test restarts).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets how many changes the watch history keeps (small values make 410s easy to reach).
+    pub fn history_capacity(mut self, n: usize) -> Self {
+        self.config = self.config.history_capacity(n);
+        self
+    }
+
+    /// Sets the bookmark interval of quiet watches.
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.config = self.config.bookmark_interval(d);
+        self
+    }
+
+    /// Starts the server.
+    pub async fn start(self) -> anyhow::Result<TestEnv> {
+        let mut config = self.config;
+        if let Some(dir) = &self.data_dir {
+            config = config.data_dir(dir);
+        }
+        let server = ApiServer::start(config).await.context("starting kore-apiserver")?;
+        let client = kube::Client::new(server.router(), "default");
+        let (endpoint, kubeconfig, dir) = if self.tcp {
+            let endpoint = server
+                .listen(([127, 0, 0, 1], 0).into(), self.insecure)
+                .await
+                .context("listening on 127.0.0.1")?;
+            let dir = tempfile::tempdir().context("creating a temporary directory")?;
+            let path = dir.path().join("kubeconfig");
+            ApiServer::write_kubeconfig(&endpoint, &path).context("writing the kubeconfig")?;
+            (Some(endpoint), Some(path), Some(dir))
+        } else {
+            (None, None, None)
+        };
+        Ok(TestEnv {
+            server: Some(server),
+            client,
+            endpoint,
+            kubeconfig,
+            _dir: dir,
+        })
+    }
+}
+
+/// A running kore-apiserver and a client for it. Stops when dropped.
+pub struct TestEnv {
+    server: Option<ApiServer>,
+    client: kube::Client,
+    endpoint: Option<Endpoint>,
+    kubeconfig: Option<PathBuf>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestEnv {
+    /// Starts an in-process server with in-memory storage.
+    pub async fn start() -> anyhow::Result<TestEnv> {
+        Self::builder().start().await
+    }
+
+    /// Options for the server.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A client talking to the server in-process, as the administrator; its default namespace
+    /// is `default`.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The server.
+    pub fn server(&self) -> &ApiServer {
+        match &self.server {
+            Some(s) => s,
+            None => unreachable!("the server is only taken when the environment is stopped"),
+        }
+    }
+
+    /// The socket endpoint, if one was asked for.
+    pub fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
+    }
+
+    /// The kubeconfig file of the socket endpoint, if one was asked for.
+    pub fn kubeconfig_path(&self) -> Option<&Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// A client that connects over the socket through the kubeconfig, as users do.
+    pub async fn socket_client(&self) -> anyhow::Result<kube::Client> {
+        let path = self
+            .kubeconfig
+            .as_ref()
+            .context("no socket: build the TestEnv with .tcp()")?;
+        let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Stops the server and waits for its tasks.
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if let Some(server) = &self.server {
+            server.stopped().cancel();
+        }
+    }
+}
+
+/// Polls `check` every 10 ms until it returns `Some`, or fails after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("condition not met within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

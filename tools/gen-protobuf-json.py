@@ -1,0 +1,738 @@
+#!/usr/bin/env python3
+"""Generate `crates/apiserver/src/http/protobuf/generated.rs`.
+
+The file holds a `ToJson` impl for every `k8s-pb` message reachable from the
+top-level kinds the API server accepts as protobuf request bodies
+(`TOP_LEVEL_KINDS`), plus `decode_object`, which picks the message type for an
+envelope's `apiVersion`/`kind`.
+
+Inputs (read from the cargo registry, located by glob):
+  * k8s-pb     (`K8S_PB_VERSION`):      prost structs, field tags and types.
+  * k8s-openapi (`K8S_OPENAPI_VERSION`): the serde `Deserialize` impls, whose
+    `"jsonName" => Field::Key_...` arms spell every JSON field name exactly.
+
+Each prost field is matched to the JSON field of the same k8s-openapi type whose
+normalized name is equal (lowercase, everything but letters and digits removed:
+prost `non_resource_ur_ls` <-> JSON `nonResourceURLs`, prost `r#ref` <->
+JSON `$ref`). The
+generator fails if a field cannot be matched, unless `FIELD_NAME_OVERRIDES`
+names it. Fields are looked up in the newest k8s-openapi version module first,
+then in older ones, so fields added after the version the server compiles
+against still get their real names.
+
+Messages whose JSON form is not "an object of its fields" are converted by
+hand-written impls in `mod.rs`; they are listed in `HAND_WRITTEN`.
+
+Omit-empty policy (see the module doc of `mod.rs`): empty strings, empty
+repeated fields and empty maps are dropped; numbers and booleans are kept as
+sent, because Go writes pointer fields only when set, so `replicas: 0` is
+meaningful. The exception is `ZERO_IS_UNSET`: Go fields that are *not*
+pointers and carry `omitempty` (so Go always writes them to protobuf, and never
+writes a zero to JSON); a zero there is dropped, as Go's JSON encoder would.
+
+Usage (from anywhere; needs `rustfmt` on PATH and the two crates fetched, which
+any build of kore-apiserver does):
+  python3 tools/gen-protobuf-json.py [--check]
+
+`--check` exits with status 1 if the file on disk differs from what would be
+generated, without writing it. The registry is `$CARGO_HOME/registry/src/*/`
+(default `~/.cargo`). The output is piped through `rustfmt --edition 2024`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+K8S_PB_VERSION = "0.9.0"
+K8S_OPENAPI_VERSION = "0.29.0"
+# The k8s-openapi version module the server is built with (its `v1_33` feature).
+# Every JSON field it defines for a reachable type must be produced, so an
+# older k8s-pb cannot silently drop fields.
+SERVED_OPENAPI_VERSION = "v1_33"
+# JSON fields that have no protobuf field: TypeMeta comes from the envelope.
+NOT_IN_PROTOBUF = {"apiVersion", "kind"}
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUTPUT = os.path.join(REPO_ROOT, "crates/apiserver/src/http/protobuf/generated.rs")
+
+# (apiVersion, kind, k8s-pb message path). `None` as apiVersion matches any
+# apiVersion: client-go encodes DeleteOptions with the group version of the
+# client that sends it (`v1`, `apps/v1`, ...) or as `meta.k8s.io/v1`.
+TOP_LEVEL_KINDS: list[tuple[str | None, str, str]] = [
+    ("v1", "ConfigMap", "api::core::v1::ConfigMap"),
+    ("v1", "Event", "api::core::v1::Event"),
+    ("v1", "Namespace", "api::core::v1::Namespace"),
+    ("v1", "Pod", "api::core::v1::Pod"),
+    ("v1", "Secret", "api::core::v1::Secret"),
+    ("v1", "Service", "api::core::v1::Service"),
+    ("v1", "ServiceAccount", "api::core::v1::ServiceAccount"),
+    ("apps/v1", "Deployment", "api::apps::v1::Deployment"),
+    ("apps/v1", "ReplicaSet", "api::apps::v1::ReplicaSet"),
+    ("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale"),
+    ("coordination.k8s.io/v1", "Lease", "api::coordination::v1::Lease"),
+    ("events.k8s.io/v1", "Event", "api::events::v1::Event"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "api::rbac::v1::ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "api::rbac::v1::ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role", "api::rbac::v1::Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "api::rbac::v1::RoleBinding"),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "api::authorization::v1::SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        "api::authorization::v1::SubjectAccessReview",
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        "api::authentication::v1::SelfSubjectReview",
+    ),
+    ("authentication.k8s.io/v1", "TokenRequest", "api::authentication::v1::TokenRequest"),
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
+    ),
+    (None, "DeleteOptions", "apimachinery::pkg::apis::meta::v1::DeleteOptions"),
+]
+
+# Messages converted by hand-written `ToJson` impls in mod.rs (their JSON form
+# is a scalar, an array, or embedded JSON). Keep in sync with mod.rs; the
+# compiler reports a missing impl.
+HAND_WRITTEN: set[str] = {
+    "apimachinery::pkg::api::resource::Quantity",
+    "apimachinery::pkg::apis::meta::v1::Duration",
+    "apimachinery::pkg::apis::meta::v1::FieldsV1",
+    "apimachinery::pkg::apis::meta::v1::MicroTime",
+    "apimachinery::pkg::apis::meta::v1::Time",
+    "apimachinery::pkg::runtime::RawExtension",
+    "apimachinery::pkg::util::intstr::IntOrString",
+    "api::authentication::v1::ExtraValue",
+    "api::authorization::v1::ExtraValue",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::Json",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrArray",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrBool",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrStringArray",
+}
+
+# (message path, prost field name) -> JSON name, for fields whose normalized
+# names differ between k8s-pb and k8s-openapi. Empty today: every field of every
+# reachable message matches. Add an entry (with a comment saying why) only when
+# the generator reports an unmatched field that really is the same field.
+FIELD_NAME_OVERRIDES: dict[tuple[str, str], str] = {}
+
+# (message path, prost field name) of fields Go embeds with `json:",inline"`:
+# protobuf nests them as a message, JSON flattens their fields into the parent.
+# The generator checks that every JSON name of the inlined message is also a
+# JSON name of the parent.
+INLINE_FIELDS: set[tuple[str, str]] = {
+    ("api::core::v1::ConfigMapEnvSource", "local_object_reference"),
+    ("api::core::v1::ConfigMapKeySelector", "local_object_reference"),
+    ("api::core::v1::ConfigMapProjection", "local_object_reference"),
+    ("api::core::v1::ConfigMapVolumeSource", "local_object_reference"),
+    ("api::core::v1::EphemeralContainer", "ephemeral_container_common"),
+    ("api::core::v1::Probe", "handler"),
+    ("api::core::v1::SecretEnvSource", "local_object_reference"),
+    ("api::core::v1::SecretKeySelector", "local_object_reference"),
+    ("api::core::v1::SecretProjection", "local_object_reference"),
+    ("api::core::v1::Volume", "volume_source"),
+}
+
+# Number and boolean fields whose zero value is dropped: Go fields that are not
+# pointers and are tagged `omitempty` (`MinReadySeconds int32
+# `json:"minReadySeconds,omitempty"``). Go writes them to protobuf even when
+# zero, while its JSON encoder omits them, so a zero here means "unset". Facts
+# from the Go types in k8s.io/api, k8s.io/apimachinery and
+# k8s.io/apiextensions-apiserver.
+#
+# Every other number or boolean is kept as sent: pointer fields (`*int32`) are
+# only written when set, so their zero is meaningful (`replicas: 0`,
+# `automountServiceAccountToken: false`), and required fields without
+# `omitempty` (`containerPort`, `allowed`) are written by Go's JSON encoder too.
+# A field missing here only costs an explicit zero in the JSON; a pointer field
+# listed here by mistake would lose a meaningful zero. When unsure, leave it
+# out.
+#
+# Deliberately absent although non-pointer `omitempty` in Go: autoscaling/v1
+# ScaleSpec.replicas, so that an `UpdateScale` to zero says so explicitly.
+ZERO_IS_UNSET: dict[str, list[str]] = {
+    "api::apps::v1::DeploymentSpec": ["min_ready_seconds", "paused"],
+    "api::apps::v1::DeploymentStatus": [
+        "available_replicas",
+        "observed_generation",
+        "ready_replicas",
+        "replicas",
+        "unavailable_replicas",
+        "updated_replicas",
+    ],
+    "api::apps::v1::ReplicaSetSpec": ["min_ready_seconds"],
+    "api::apps::v1::ReplicaSetStatus": [
+        "available_replicas",
+        "fully_labeled_replicas",
+        "observed_generation",
+        "ready_replicas",
+    ],
+    "api::authorization::v1::SubjectAccessReviewStatus": ["denied"],
+    "api::core::v1::AwsElasticBlockStoreVolumeSource": ["partition", "read_only"],
+    "api::core::v1::AzureFileVolumeSource": ["read_only"],
+    "api::core::v1::CephFsVolumeSource": ["read_only"],
+    "api::core::v1::CinderVolumeSource": ["read_only"],
+    "api::core::v1::Container": ["stdin", "stdin_once", "tty"],
+    "api::core::v1::ContainerPort": ["host_port"],
+    "api::core::v1::ContainerStateTerminated": ["signal"],
+    "api::core::v1::EphemeralContainerCommon": ["stdin", "stdin_once", "tty"],
+    "api::core::v1::Event": ["count"],
+    "api::core::v1::EventSeries": ["count"],
+    "api::core::v1::FcVolumeSource": ["read_only"],
+    "api::core::v1::FlexVolumeSource": ["read_only"],
+    "api::core::v1::GcePersistentDiskVolumeSource": ["partition", "read_only"],
+    "api::core::v1::GlusterfsVolumeSource": ["read_only"],
+    "api::core::v1::IscsiVolumeSource": ["chap_auth_discovery", "chap_auth_session", "read_only"],
+    "api::core::v1::NfsVolumeSource": ["read_only"],
+    "api::core::v1::PersistentVolumeClaimVolumeSource": ["read_only"],
+    "api::core::v1::PodCondition": ["observed_generation"],
+    "api::core::v1::PodSpec": ["host_ipc", "host_network", "host_pid"],
+    "api::core::v1::PodStatus": ["observed_generation"],
+    "api::core::v1::PortworxVolumeSource": ["read_only"],
+    "api::core::v1::Probe": [
+        "failure_threshold",
+        "initial_delay_seconds",
+        "period_seconds",
+        "success_threshold",
+        "timeout_seconds",
+    ],
+    "api::core::v1::QuobyteVolumeSource": ["read_only"],
+    "api::core::v1::RbdVolumeSource": ["read_only"],
+    "api::core::v1::ScaleIoVolumeSource": ["read_only", "ssl_enabled"],
+    "api::core::v1::ServicePort": ["node_port"],
+    "api::core::v1::ServiceSpec": ["health_check_node_port", "publish_not_ready_addresses"],
+    "api::core::v1::StorageOsVolumeSource": ["read_only"],
+    "api::core::v1::VolumeMount": ["read_only"],
+    "api::core::v1::VolumeMountStatus": ["read_only"],
+    "api::events::v1::Event": ["deprecated_count"],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition": ["priority"],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionCondition": [
+        "observed_generation"
+    ],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec": [
+        "preserve_unknown_fields"
+    ],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionStatus": [
+        "observed_generation"
+    ],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion": ["deprecated"],
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaProps": [
+        "exclusive_maximum",
+        "exclusive_minimum",
+        "nullable",
+        "unique_items",
+        "x_kubernetes_embedded_resource",
+        "x_kubernetes_int_or_string",
+    ],
+    "apimachinery::pkg::apis::meta::v1::Condition": ["observed_generation"],
+    "apimachinery::pkg::apis::meta::v1::ObjectMeta": ["generation"],
+}
+
+
+def fail(message: str) -> NoReturn:
+    print(f"gen-protobuf-json: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def find_crate_src(name: str, version: str) -> str:
+    cargo_home = os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo")
+    pattern = os.path.join(cargo_home, "registry", "src", "*", f"{name}-{version}", "src")
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+        fail(f"{name} {version} not found at {pattern}; run `cargo fetch` first")
+    return matches[0]
+
+
+# ---------------------------------------------------------------------------
+# k8s-pb
+
+
+@dataclass
+class PbField:
+    name: str  # Rust field name without `r#`
+    rust_name: str  # as written in Rust (`r#type`)
+    kind: str  # string, bool, int32, int64, double, bytes, message, map
+    repeated: bool
+    tag: int
+    # The message path, for kind == "message" and for maps of messages.
+    message: str | None = None
+    # For kind == "map": the value kind ("string", "bytes" or "message").
+    map_value: str | None = None
+    boxed: bool = False
+
+
+@dataclass
+class PbMessage:
+    path: str  # e.g. api::core::v1::Pod
+    module: str  # e.g. api::core::v1
+    name: str  # e.g. Pod
+    fields: list[PbField] = field(default_factory=list)
+
+
+# Every parsed message by path; filled by parse_k8s_pb.
+_MESSAGES: dict[str, PbMessage] = {}
+
+STRUCT_RE = re.compile(r"^pub struct (\w+) \{\n(.*?)^\}", re.S | re.M)
+EMPTY_STRUCT_RE = re.compile(r"^pub struct (\w+) \{\}", re.M)
+FIELD_RE = re.compile(
+    r"#\[prost\((?P<attr>[^\]]*)\)\]\s*pub (?P<name>(?:r#)?\w+):\s*(?P<ty>.*?),\s*(?=#\[prost|\Z)",
+    re.S,
+)
+FIELD_KINDS = {"string", "bool", "int32", "int64", "double", "bytes", "message"}
+
+
+def resolve_type_path(module: str, ty: str) -> str:
+    """Resolves a Rust type path written inside `module` to a crate path."""
+    ty = ty.strip()
+    parts = module.split("::")
+    segments = ty.split("::")
+    while segments and segments[0] == "super":
+        segments.pop(0)
+        parts.pop()
+    if segments and segments[0] == "crate":
+        segments.pop(0)
+        parts = []
+    return "::".join(parts + segments)
+
+
+def strip_wrappers(ty: str) -> str:
+    # rustfmt leaves a trailing comma inside generics it breaks across lines.
+    ty = re.sub(r"\s+", "", ty).replace(",>", ">")
+    for wrapper in ("::core::option::Option<", "::prost::alloc::vec::Vec<", "::prost::alloc::boxed::Box<"):
+        while ty.startswith(wrapper):
+            ty = ty[len(wrapper) : -1]
+    return ty
+
+
+def parse_field(module: str, attr: str, rust_name: str, ty: str) -> PbField:
+    attr_parts = [p.strip() for p in attr.split(",")]
+    head = attr_parts[0]
+    tag_match = re.search(r'tag = "(\d+)"', attr)
+    if not tag_match:
+        fail(f"{module}: field {rust_name} has no tag: {attr}")
+    tag = int(tag_match.group(1))
+    name = rust_name.removeprefix("r#")
+    if head.startswith("btree_map") or head.startswith("map") or head.startswith("hash_map"):
+        kv = re.match(r'\w+ = "(\w+), (\w+)"', attr)
+        if not kv or kv.group(1) != "string":
+            fail(f"{module}: unsupported map field {rust_name}: {attr}")
+        value_kind = kv.group(2)
+        f = PbField(name, rust_name, "map", False, tag, map_value=value_kind)
+        if value_kind == "message":
+            inner = re.sub(r"\s+", "", ty).replace(",>", ">")
+            m = re.match(r".*BTreeMap<::prost::alloc::string::String,(.*)>$", inner)
+            if not m:
+                fail(f"{module}: cannot parse map type of {rust_name}: {ty}")
+            f.message = resolve_type_path(module, m.group(1))
+        elif value_kind not in ("string", "bytes"):
+            fail(f"{module}: unsupported map value kind {value_kind} in {rust_name}")
+        return f
+    kind = head.split(" ")[0]
+    if kind not in FIELD_KINDS:
+        fail(f"{module}: unsupported prost field kind {kind!r} in {rust_name}")
+    labels = set(attr_parts[1:])
+    repeated = "repeated" in labels
+    if not repeated and "optional" not in labels:
+        fail(f"{module}: field {rust_name} is neither optional nor repeated: {attr}")
+    f = PbField(name, rust_name, kind, repeated, tag, boxed="boxed" in labels)
+    if kind == "message":
+        f.message = resolve_type_path(module, strip_wrappers(ty))
+    return f
+
+
+def parse_k8s_pb(src: str) -> dict[str, PbMessage]:
+    messages: dict[str, PbMessage] = {}
+    for path in sorted(glob.glob(os.path.join(src, "**", "mod.rs"), recursive=True)):
+        rel = os.path.relpath(os.path.dirname(path), src)
+        if rel == ".":
+            continue
+        module = rel.replace(os.sep, "::")
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        # Doc comments can contain anything; drop them before matching.
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+        for m in EMPTY_STRUCT_RE.finditer(code):
+            msg = PbMessage(f"{module}::{m.group(1)}", module, m.group(1))
+            messages[msg.path] = msg
+        for m in STRUCT_RE.finditer(code):
+            msg = PbMessage(f"{module}::{m.group(1)}", module, m.group(1))
+            body = m.group(2)
+            fields = list(FIELD_RE.finditer(body))
+            if body.count("#[prost(") != len(fields):
+                fail(f"{msg.path}: could not parse every field")
+            for fm in fields:
+                msg.fields.append(parse_field(module, fm.group("attr"), fm.group("name"), fm.group("ty")))
+            messages[msg.path] = msg
+    if not messages:
+        fail(f"no prost messages found under {src}")
+    _MESSAGES.update(messages)
+    return messages
+
+
+# ---------------------------------------------------------------------------
+# k8s-openapi
+
+# Names of the k8s-openapi version modules, in the order parse_k8s_openapi
+# returns them (newest first).
+_OPENAPI_VERSIONS: list[str] = []
+
+DEFINITION_RE = re.compile(r"^// Generated from definition (\S+)$", re.M)
+JSON_NAME_RE = re.compile(r'^\s*"([^"]+)" => Field::Key_\w+,$', re.M)
+
+
+def openapi_version_dirs(src: str) -> list[str]:
+    """Version modules (v1_33, v1_34, ...), newest first."""
+    dirs = [d for d in os.listdir(src) if re.fullmatch(r"v1_\d+", d)]
+    if not dirs:
+        fail(f"no version modules in {src}")
+    dirs.sort(key=lambda d: int(d.split("_")[1]), reverse=True)
+    return [os.path.join(src, d) for d in dirs]
+
+
+def definition_to_pb_key(definition: str) -> str:
+    """`io.k8s.api.core.v1.Pod` -> `api::core::v1::pod` (message name lowercased)."""
+    name = definition.removeprefix("io.k8s.")
+    parts = name.replace("-", "_").split(".")
+    return "::".join(parts[:-1] + [parts[-1].lower()])
+
+
+def parse_k8s_openapi(src: str) -> list[dict[str, list[str]]]:
+    """Per version module (newest first): pb key -> JSON field names."""
+    result = []
+    dirs = openapi_version_dirs(src)
+    if not any(os.path.basename(d) == SERVED_OPENAPI_VERSION for d in dirs):
+        fail(f"k8s-openapi has no {SERVED_OPENAPI_VERSION} module")
+    for vdir in dirs:
+        defs: dict[str, list[str]] = {}
+        for path in sorted(glob.glob(os.path.join(vdir, "**", "*.rs"), recursive=True)):
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            d = DEFINITION_RE.search(text)
+            if not d:
+                continue
+            defs[definition_to_pb_key(d.group(1))] = JSON_NAME_RE.findall(text)
+        result.append(defs)
+        _OPENAPI_VERSIONS.append(os.path.basename(vdir))
+    return result
+
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def pb_key(path: str) -> str:
+    module, _, name = path.rpartition("::")
+    return f"{module}::{name.lower()}"
+
+
+def inline_parents(path: str) -> list[str]:
+    return sorted(parent for parent, fname in INLINE_FIELDS if inline_target(parent, fname) == path)
+
+
+def inline_target(parent: str, fname: str) -> str:
+    msg = _MESSAGES.get(parent)
+    if msg is None:
+        fail(f"INLINE_FIELDS names unknown message {parent}")
+    for f in msg.fields:
+        if f.name == fname:
+            if f.kind != "message" or f.repeated or f.message is None:
+                fail(f"INLINE_FIELDS entry {parent}.{fname} is not a singular message field")
+            return f.message
+    fail(f"INLINE_FIELDS names unknown field {parent}.{fname}")
+
+
+def definitions_for(path: str, openapi: list[dict[str, list[str]]]) -> list[list[str]]:
+    """JSON names of the k8s-openapi definition of `path`, newest version first.
+
+    A message that only exists inlined into others (VolumeSource, ProbeHandler)
+    has no definition of its own; its fields are named in its parents'.
+    """
+    key = pb_key(path)
+    versions = [defs[key] for defs in openapi if key in defs]
+    if versions:
+        return versions
+    parents = inline_parents(path)
+    if not parents:
+        fail(f"{path}: no k8s-openapi definition found (add it to HAND_WRITTEN if its JSON form is special)")
+    merged: list[list[str]] = []
+    for defs in openapi:
+        names: set[str] = set()
+        for parent in parents:
+            names.update(defs.get(pb_key(parent), []))
+        if names:
+            merged.append(sorted(names))
+    if not merged:
+        fail(f"{path}: no k8s-openapi definition for it or its inlining parents {parents}")
+    return merged
+
+
+def json_names_for(msg: PbMessage, openapi: list[dict[str, list[str]]]) -> dict[str, str | None]:
+    """prost field name -> JSON field name (`None` for inlined fields).
+
+    Fails on any field that cannot be matched.
+    """
+    versions = definitions_for(msg.path, openapi)
+    names: dict[str, str | None] = {}
+    for f in msg.fields:
+        if (msg.path, f.name) in INLINE_FIELDS:
+            names[f.name] = None
+            continue
+        override = FIELD_NAME_OVERRIDES.get((msg.path, f.name))
+        if override is not None:
+            names[f.name] = override
+            continue
+        found = None
+        for json_names in versions:
+            candidates = sorted({j for j in json_names if normalize(j) == normalize(f.name)})
+            if len(candidates) > 1:
+                fail(f"{msg.path}.{f.name}: ambiguous JSON names {candidates}")
+            if candidates:
+                found = candidates[0]
+                break
+        if found is None:
+            fail(
+                f"{msg.path}.{f.name}: no JSON field with normalized name "
+                f"{normalize(f.name)!r} in k8s-openapi; if Go embeds this field with "
+                "`json:\",inline\"` add it to INLINE_FIELDS, if it is a true name mismatch "
+                "add it to FIELD_NAME_OVERRIDES"
+            )
+        names[f.name] = found
+    return names
+
+
+# ---------------------------------------------------------------------------
+# reachability
+
+
+def reachable(messages: dict[str, PbMessage]) -> list[str]:
+    seen: set[str] = set()
+    stack = [path for _, _, path in TOP_LEVEL_KINDS]
+    while stack:
+        path = stack.pop()
+        if path in seen:
+            continue
+        if path not in messages:
+            fail(f"message {path} not found in k8s-pb")
+        seen.add(path)
+        for f in messages[path].fields:
+            if f.message is not None:
+                stack.append(f.message)
+    return sorted(seen)
+
+
+# ---------------------------------------------------------------------------
+# checks
+
+
+def check_tables(messages: dict[str, PbMessage], reached: list[str], openapi: list[dict[str, list[str]]]) -> None:
+    reached_set = set(reached)
+    for path in sorted(HAND_WRITTEN):
+        if path not in messages:
+            fail(f"HAND_WRITTEN names unknown message {path}")
+    for parent, fname in sorted(INLINE_FIELDS):
+        child = inline_target(parent, fname)
+        if child in HAND_WRITTEN:
+            fail(f"INLINE_FIELDS entry {parent}.{fname} points at a hand-written message")
+        parent_names = {normalize(n) for versions in definitions_for(parent, openapi) for n in versions}
+        for child_field, json_name in json_names_for(messages[child], openapi).items():
+            if json_name is not None and normalize(json_name) not in parent_names:
+                fail(f"inlined field {child}.{child_field} ({json_name}) is not a JSON field of {parent}")
+    for path, fnames in sorted(ZERO_IS_UNSET.items()):
+        if path not in reached_set:
+            fail(f"ZERO_IS_UNSET names {path}, which is not reachable")
+        kinds = {f.name: f for f in messages[path].fields}
+        for fname in fnames:
+            f = kinds.get(fname)
+            if f is None or f.kind not in ("bool", "int32", "int64", "double") or f.repeated:
+                fail(f"ZERO_IS_UNSET entry {path}.{fname} is not a singular number or boolean field")
+    served = openapi[_OPENAPI_VERSIONS.index(SERVED_OPENAPI_VERSION)]
+    for path in reached:
+        key = pb_key(path)
+        if path in HAND_WRITTEN or key not in served:
+            continue
+        produced: set[str] = set()
+        for f in messages[path].fields:
+            name = json_names_for(messages[path], openapi)[f.name]
+            if name is None:
+                child = messages[inline_target(path, f.name)]
+                produced.update(n for n in json_names_for(child, openapi).values() if n is not None)
+            else:
+                produced.add(name)
+        missing = sorted(set(served[key]) - produced - NOT_IN_PROTOBUF)
+        if missing:
+            fail(f"{path}: k8s-openapi {SERVED_OPENAPI_VERSION} has JSON fields {missing} that no protobuf field produces")
+    for (path, fname), _ in sorted(FIELD_NAME_OVERRIDES.items()):
+        if path not in messages or fname not in {f.name for f in messages[path].fields}:
+            fail(f"FIELD_NAME_OVERRIDES names unknown field {path}.{fname}")
+
+
+# ---------------------------------------------------------------------------
+# emission
+
+
+def module_alias(module: str) -> str:
+    """`api::core::v1` -> `core_v1`, `apimachinery::pkg::util::intstr` -> `util_intstr`."""
+    return "_".join(module.split("::")[-2:])
+
+
+def rust_type(path: str) -> str:
+    module, _, name = path.rpartition("::")
+    return f"{module_alias(module)}::{name}"
+
+
+def emit_field(msg: PbMessage, f: PbField, json_name: str | None) -> str:
+    access = f"self.{f.rust_name}"
+    if json_name is None:
+        return f"o.inline({access}.as_ref());"
+    key = json_name.replace("\\", "\\\\").replace('"', '\\"')
+    if f.kind == "map":
+        method = {"string": "string_map", "bytes": "bytes_map", "message": "message_map"}[f.map_value or ""]
+        return f'o.{method}("{key}", &{access});'
+    if f.repeated:
+        method = {
+            "string": "strings",
+            "message": "messages",
+            "int32": "scalars",
+            "int64": "scalars",
+            "bool": "scalars",
+            "double": "scalars",
+        }.get(f.kind)
+        if method is None:
+            fail(f"{msg.path}.{f.name}: repeated {f.kind} fields are not supported")
+        return f'o.{method}("{key}", &{access});'
+    if f.kind == "string":
+        return f'o.string("{key}", {access}.as_deref());'
+    if f.kind == "bytes":
+        return f'o.bytes("{key}", {access}.as_deref());'
+    if f.kind == "message":
+        deref = "as_deref" if f.boxed else "as_ref"
+        return f'o.message("{key}", {access}.{deref}());'
+    method = "nonzero" if f.name in ZERO_IS_UNSET.get(msg.path, []) else "scalar"
+    return f'o.{method}("{key}", {access});'
+
+
+def emit(messages: dict[str, PbMessage], reached: list[str], openapi: list[dict[str, list[str]]]) -> str:
+    generated = [p for p in reached if p not in HAND_WRITTEN]
+    used = set(generated) | {path for _, _, path in TOP_LEVEL_KINDS}
+    modules = sorted({messages[p].module for p in used})
+    aliases: dict[str, str] = {}
+    for module in modules:
+        alias = module_alias(module)
+        if alias in aliases:
+            fail(f"module alias {alias} is ambiguous: {aliases[alias]} and {module}")
+        aliases[alias] = module
+
+    out: list[str] = []
+    w = out.append
+    w("// @generated by tools/gen-protobuf-json.py; do not edit")
+    w("")
+    w(f"//! `ToJson` for the k8s-pb {K8S_PB_VERSION} messages reachable from the top-level kinds in")
+    w("//! `decode_object`, with JSON field names taken from k8s-openapi.")
+    w("")
+    for alias, module in sorted(aliases.items()):
+        w(f"use k8s_pb::{module} as {alias};")
+    w("use serde_json::Value;")
+    w("")
+    w("use super::{Obj, ToJson, decode_as};")
+    w("")
+    w("/// Decodes `raw` as the message of `apiVersion`/`kind` and converts it to JSON.")
+    w("///")
+    w("/// Returns `None` for a type this module does not know.")
+    w("pub(super) fn decode_object(")
+    w("    api_version: &str,")
+    w("    kind: &str,")
+    w("    raw: &[u8],")
+    w(") -> Option<Result<Value, prost::DecodeError>> {")
+    w("    let value = match (api_version, kind) {")
+    any_version = []
+    for api_version, kind, path in TOP_LEVEL_KINDS:
+        if api_version is None:
+            any_version.append((kind, path))
+            continue
+        w(f'        ("{api_version}", "{kind}") => decode_as::<{rust_type(path)}>(raw),')
+    for kind, path in any_version:
+        w(f'        (_, "{kind}") => decode_as::<{rust_type(path)}>(raw),')
+    w("        _ => return None,")
+    w("    };")
+    w("    Some(value)")
+    w("}")
+
+    for path in generated:
+        msg = messages[path]
+        names = json_names_for(msg, openapi)
+        w("")
+        w(f"impl ToJson for {rust_type(path)} {{")
+        w("    fn to_json(&self) -> Value {")
+        if not msg.fields:
+            w("        Obj::new().finish()")
+        else:
+            w("        let mut o = Obj::new();")
+            for f in msg.fields:
+                w("        " + emit_field(msg, f, names[f.name]))
+            w("        o.finish()")
+        w("    }")
+        w("}")
+    return "\n".join(out) + "\n"
+
+
+def rustfmt(source: str) -> str:
+    import subprocess
+
+    try:
+        result = subprocess.run(
+            ["rustfmt", "--edition", "2024", "--emit", "stdout"],
+            input=source,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        fail("rustfmt not found on PATH (install it with `rustup component add rustfmt`)")
+    if result.returncode != 0:
+        fail(f"rustfmt failed:\n{result.stderr}")
+    return result.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if the generated file is out of date")
+    args = parser.parse_args()
+
+    messages = parse_k8s_pb(find_crate_src("k8s-pb", K8S_PB_VERSION))
+    openapi = parse_k8s_openapi(find_crate_src("k8s-openapi", K8S_OPENAPI_VERSION))
+    reached = reachable(messages)
+    check_tables(messages, reached, openapi)
+    source = rustfmt(emit(messages, reached, openapi))
+
+    if args.check:
+        try:
+            with open(OUTPUT, encoding="utf-8") as fh:
+                current = fh.read()
+        except FileNotFoundError:
+            current = ""
+        if current != source:
+            fail(f"{os.path.relpath(OUTPUT, REPO_ROOT)} is out of date; run tools/gen-protobuf-json.py")
+        return
+    with open(OUTPUT, "w", encoding="utf-8") as fh:
+        fh.write(source)
+    count = sum(1 for p in reached if p not in HAND_WRITTEN)
+    print(f"wrote {os.path.relpath(OUTPUT, REPO_ROOT)}: {count} messages", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
