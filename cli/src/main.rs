@@ -14,7 +14,11 @@ use kore_apiserver::server::{ApiServer, Config};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "kore", version, about = "Kubernetes operators in Rust, with an embedded control plane")]
+#[command(
+    name = "kore",
+    version,
+    about = "Kubernetes operators in Rust, with an embedded control plane"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,7 +53,9 @@ async fn serve(args: ServeArgs, banner: bool) -> anyhow::Result<()> {
     if let Some(dir) = &args.data_dir {
         config = config.data_dir(dir);
     }
-    let server = ApiServer::start(config).await.context("starting the API server")?;
+    let server = ApiServer::start(config)
+        .await
+        .context("starting the API server")?;
     let endpoint = server
         .listen(args.listen, args.insecure_http)
         .await
@@ -59,7 +65,10 @@ async fn serve(args: ServeArgs, banner: bool) -> anyhow::Result<()> {
     let kubeconfig = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
     tracing::info!(url = %endpoint.url, kubeconfig = %kubeconfig.display(), "serving");
     if banner {
-        println!("kore is up: the Kubernetes API is served at {}", endpoint.url);
+        println!(
+            "kore is up: the Kubernetes API is served at {}",
+            endpoint.url
+        );
         println!("kubeconfig: {}", kubeconfig.display());
         println!();
         println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -104,10 +113,15 @@ async fn wait_for_signal() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");

@@ -74,7 +74,9 @@ impl Builder {
         if let Some(dir) = &self.data_dir {
             config = config.data_dir(dir);
         }
-        let server = ApiServer::start(config).await.context("starting kore-apiserver")?;
+        let server = ApiServer::start(config)
+            .await
+            .context("starting kore-apiserver")?;
         let client = kube::Client::new(server.router(), "default");
         let (endpoint, kubeconfig, dir) = if self.tcp {
             let endpoint = server
@@ -157,9 +159,11 @@ impl TestEnv {
             .as_ref()
             .context("no socket: build the TestEnv with .tcp()")?;
         let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
         Ok(kube::Client::try_from(config)?)
     }
 

@@ -4,15 +4,20 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kore_testenv::TestEnv;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
-use kore_testenv::TestEnv;
 use serde_json::json;
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     let mut c = ConfigMap::default();
     c.metadata.name = Some(name.into());
-    c.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    c.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
     c
 }
 
@@ -41,50 +46,112 @@ fn name_of(e: &WatchEvent<ConfigMap>) -> (&'static str, String) {
 async fn a_watch_from_a_resource_version_replays_every_later_change_in_order() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
-    cms.create(&PostParams::default(), &cm("a", &[])).await.expect("create");
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}}))).await.expect("patch");
-    cms.create(&PostParams::default(), &cm("b", &[])).await.expect("create");
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    cms.create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .expect("create");
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await
+    .expect("patch");
+    cms.create(&PostParams::default(), &cm("b", &[]))
+        .await
+        .expect("create");
     cms.delete("a", &Default::default()).await.expect("delete");
-    let mut events = cms.watch(&WatchParams::default(), &start).await.expect("watch").boxed();
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
     let mut got = Vec::new();
     let mut last_rv = 0u64;
     for _ in 0..4 {
         let e = next(&mut events).await;
         if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &e {
-            let rv: u64 = o.metadata.resource_version.as_deref().expect("rv").parse().expect("numeric");
+            let rv: u64 = o
+                .metadata
+                .resource_version
+                .as_deref()
+                .expect("rv")
+                .parse()
+                .expect("numeric");
             assert!(rv > last_rv, "revisions increase");
             last_rv = rv;
         }
         got.push(name_of(&e));
     }
     let got: Vec<(&str, &str)> = got.iter().map(|(t, n)| (*t, n.as_str())).collect();
-    assert_eq!(got, [("ADDED", "a"), ("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a")]);
+    assert_eq!(
+        got,
+        [
+            ("ADDED", "a"),
+            ("MODIFIED", "a"),
+            ("ADDED", "b"),
+            ("DELETED", "a")
+        ]
+    );
 }
 
 #[tokio::test]
 async fn a_watch_older_than_the_history_gets_410_expired() {
-    let env = TestEnv::builder().history_capacity(5).start().await.expect("start");
+    let env = TestEnv::builder()
+        .history_capacity(5)
+        .start()
+        .await
+        .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
     for i in 0..20 {
-        cms.create(&PostParams::default(), &cm(&format!("c{i}"), &[])).await.expect("create");
+        cms.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await
+            .expect("create");
     }
-    let mut events = cms.watch(&WatchParams::default(), &start).await.expect("watch opens with 200").boxed();
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch opens with 200")
+        .boxed();
     match next(&mut events).await {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
-            assert!(status.message.starts_with("too old resource version"), "{}", status.message);
+            assert!(
+                status.message.starts_with("too old resource version"),
+                "{}",
+                status.message
+            );
         }
         other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
     assert!(
-        tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.expect("ends").expect("ok").is_none(),
+        tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .expect("ends")
+            .expect("ok")
+            .is_none(),
         "the stream ends after the error"
     );
     // A continue token from before the compaction is also too old.
     let err = cms
-        .list(&ListParams::default().limit(2).continue_token(&continue_token_at(&start)))
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(&continue_token_at(&start)),
+        )
         .await
         .expect_err("expired continue");
     match err {
@@ -104,18 +171,56 @@ fn continue_token_at(rv: &str) -> String {
 async fn label_selector_transitions_become_added_and_deleted() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
-    let mut events = cms.watch(&WatchParams::default().labels("team=a"), &start).await.expect("watch").boxed();
-    cms.create(&PostParams::default(), &cm("x", &[("team", "b")])).await.expect("create");
-    cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}}))).await.expect("into");
-    cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "1"}}))).await.expect("inside");
-    let out = cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}}))).await.expect("out");
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut events = cms
+        .watch(&WatchParams::default().labels("team=a"), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    cms.create(&PostParams::default(), &cm("x", &[("team", "b")]))
+        .await
+        .expect("create");
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .expect("into");
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "1"}})),
+    )
+    .await
+    .expect("inside");
+    let out = cms
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}})),
+        )
+        .await
+        .expect("out");
     let got: Vec<(&str, String)> = vec![
         name_of(&next(&mut events).await),
         name_of(&next(&mut events).await),
         name_of(&next(&mut events).await),
     ];
-    assert_eq!(got, [("ADDED", "x".into()), ("MODIFIED", "x".into()), ("DELETED", "x".into())]);
+    assert_eq!(
+        got,
+        [
+            ("ADDED", "x".into()),
+            ("MODIFIED", "x".into()),
+            ("DELETED", "x".into())
+        ]
+    );
     let _ = out;
 }
 
@@ -123,19 +228,44 @@ async fn label_selector_transitions_become_added_and_deleted() {
 async fn watching_from_zero_starts_with_the_current_objects() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    cms.create(&PostParams::default(), &cm("existing", &[])).await.expect("create");
-    let mut events = cms.watch(&WatchParams::default(), "0").await.expect("watch").boxed();
-    assert_eq!(name_of(&next(&mut events).await), ("ADDED", "existing".into()));
-    cms.create(&PostParams::default(), &cm("later", &[])).await.expect("create");
+    cms.create(&PostParams::default(), &cm("existing", &[]))
+        .await
+        .expect("create");
+    let mut events = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    assert_eq!(
+        name_of(&next(&mut events).await),
+        ("ADDED", "existing".into())
+    );
+    cms.create(&PostParams::default(), &cm("later", &[]))
+        .await
+        .expect("create");
     assert_eq!(name_of(&next(&mut events).await), ("ADDED", "later".into()));
 }
 
 #[tokio::test]
 async fn quiet_watches_get_bookmarks_and_timeouts_end_the_stream() {
-    let env = TestEnv::builder().bookmark_interval(Duration::from_millis(100)).start().await.expect("start");
+    let env = TestEnv::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .await
+        .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
-    let mut events = cms.watch(&WatchParams::default().timeout(1), &start).await.expect("watch").boxed();
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut events = cms
+        .watch(&WatchParams::default().timeout(1), &start)
+        .await
+        .expect("watch")
+        .boxed();
     match next(&mut events).await {
         WatchEvent::Bookmark(b) => assert_eq!(b.metadata.resource_version, start),
         other => panic!("expected a bookmark, got {other:?}"),
@@ -154,7 +284,9 @@ async fn streaming_lists_end_the_initial_events_with_a_bookmark() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     for name in ["a", "b"] {
-        cms.create(&PostParams::default(), &cm(name, &[])).await.expect("create");
+        cms.create(&PostParams::default(), &cm(name, &[]))
+            .await
+            .expect("create");
     }
     let params = WatchParams::default().initial_events();
     let mut events = cms.watch(&params, "0").await.expect("watch").boxed();
@@ -162,7 +294,10 @@ async fn streaming_lists_end_the_initial_events_with_a_bookmark() {
     assert_eq!(name_of(&next(&mut events).await), ("ADDED", "b".into()));
     match next(&mut events).await {
         WatchEvent::Bookmark(b) => assert_eq!(
-            b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str),
+            b.metadata
+                .annotations
+                .get("k8s.io/initial-events-end")
+                .map(String::as_str),
             Some("true")
         ),
         other => panic!("expected the initial-events-end bookmark, got {other:?}"),
@@ -174,9 +309,14 @@ async fn kube_runtime_watchers_converge_in_both_list_modes() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     for i in 0..30 {
-        cms.create(&PostParams::default(), &cm(&format!("w{i:02}"), &[])).await.expect("create");
+        cms.create(&PostParams::default(), &cm(&format!("w{i:02}"), &[]))
+            .await
+            .expect("create");
     }
-    for config in [watcher::Config::default().page_size(7), watcher::Config::default().streaming_lists()] {
+    for config in [
+        watcher::Config::default().page_size(7),
+        watcher::Config::default().streaming_lists(),
+    ] {
         let mut stream = watcher(cms.clone(), config).boxed();
         let mut seen = 0;
         loop {

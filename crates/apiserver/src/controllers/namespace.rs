@@ -64,7 +64,10 @@ async fn sweep(registry: &Registry) -> Result<bool, StorageError> {
         if ns.pointer("/metadata/deletionTimestamp").is_none() {
             continue;
         }
-        let name = ns["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = ns["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let has_kubernetes_finalizer = ns
             .pointer("/spec/finalizers")
             .and_then(Value::as_array)
@@ -96,7 +99,10 @@ async fn empty_namespace(registry: &Registry, ns: &str) -> usize {
         }
         for key in registry.store().keys(&res.collection_prefix(Some(ns))) {
             let name = key.rsplit('/').next().unwrap_or_default().to_string();
-            match registry.delete(res, Some(ns), &name, &DeleteOptions::default()).await {
+            match registry
+                .delete(res, Some(ns), &name, &DeleteOptions::default())
+                .await
+            {
                 Ok(crate::registry::rest::Deleted::Gone(_)) => {}
                 Ok(crate::registry::rest::Deleted::Pending(_)) => remaining += 1,
                 Err(e) => {

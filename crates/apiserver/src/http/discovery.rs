@@ -39,9 +39,12 @@ fn version_rank(v: &str) -> (u8, u32, u32, String) {
     }
 }
 
+/// The versions of one group, each with its resources.
+type Versions = Vec<(String, Vec<Arc<Resource>>)>;
+
 /// Groups with their versions sorted by preference; core first when present.
-fn groups(app: &App) -> Vec<(String, Vec<(String, Vec<Arc<Resource>>)>)> {
-    let mut out: Vec<(String, Vec<(String, Vec<Arc<Resource>>)>)> = Vec::new();
+fn groups(app: &App) -> Vec<(String, Versions)> {
+    let mut out: Vec<(String, Versions)> = Vec::new();
     for (group, version, resources) in app.registry.catalog().group_versions() {
         match out.iter_mut().find(|(g, _)| *g == group) {
             Some((_, versions)) => versions.push((version, resources)),
@@ -139,7 +142,11 @@ fn aggregated_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
             );
             entry.insert(
                 "scope".into(),
-                json!(if r.namespaced { "Namespaced" } else { "Cluster" }),
+                json!(if r.namespaced {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                }),
             );
             entry.insert("singularResource".into(), json!(r.singular));
             entry.insert("verbs".into(), json!(r.verbs));
@@ -230,10 +237,18 @@ const AGGREGATED_V2BETA1: &str =
 /// Serves a discovery document.
 pub(crate) fn serve(app: &App, target: &Target, headers: &HeaderMap) -> Response {
     let form = discovery_form(headers);
-    let aggregated_type = |v: &str| if v == "v2" { AGGREGATED_V2 } else { AGGREGATED_V2BETA1 };
+    let aggregated_type = |v: &str| {
+        if v == "v2" {
+            AGGREGATED_V2
+        } else {
+            AGGREGATED_V2BETA1
+        }
+    };
     match target {
         Target::CoreGroups => match form {
-            DiscoveryForm::Aggregated(v) => respond(aggregated(app, true, v), aggregated_type(v), headers),
+            DiscoveryForm::Aggregated(v) => {
+                respond(aggregated(app, true, v), aggregated_type(v), headers)
+            }
             DiscoveryForm::Legacy => {
                 let host = headers
                     .get(header::HOST)
@@ -248,7 +263,9 @@ pub(crate) fn serve(app: &App, target: &Target, headers: &HeaderMap) -> Response
             }
         },
         Target::Groups => match form {
-            DiscoveryForm::Aggregated(v) => respond(aggregated(app, false, v), aggregated_type(v), headers),
+            DiscoveryForm::Aggregated(v) => {
+                respond(aggregated(app, false, v), aggregated_type(v), headers)
+            }
             DiscoveryForm::Legacy => {
                 let list: Vec<Value> = groups(app)
                     .iter()
@@ -262,7 +279,10 @@ pub(crate) fn serve(app: &App, target: &Target, headers: &HeaderMap) -> Response
                 )
             }
         },
-        Target::Group(group) => match groups(app).into_iter().find(|(g, _)| g == group && !g.is_empty()) {
+        Target::Group(group) => match groups(app)
+            .into_iter()
+            .find(|(g, _)| g == group && !g.is_empty())
+        {
             Some((g, versions)) => {
                 let mut doc = api_group(&g, &versions);
                 doc["kind"] = json!("APIGroup");

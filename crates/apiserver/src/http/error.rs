@@ -74,7 +74,9 @@ pub enum ApiError {
         resource: String,
     },
     /// 406.
-    #[error("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")]
+    #[error(
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )]
     NotAcceptable,
     /// 409 AlreadyExists.
     #[error("{resource} {name:?} already exists")]
@@ -146,7 +148,10 @@ fn invalid_message(kind: &str, name: &str, causes: &[FieldError]) -> String {
         [one] => one.to_string(),
         many => format!(
             "[{}]",
-            many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     format!("{kind} {name:?} is invalid: {list}")

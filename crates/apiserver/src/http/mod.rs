@@ -98,28 +98,37 @@ pub fn router(app: Arc<App>) -> Router {
 /// Paths anyone may read, as real servers allow `system:public-info-viewer`.
 const PUBLIC_PATHS: [&str; 5] = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
 
+/// The outcome of authenticating one request.
+enum Authn {
+    /// Valid credentials, or a transport where none are needed.
+    User(User),
+    /// No credentials at all: only the public paths may be read.
+    Anonymous,
+    /// Credentials were presented and are not valid: 401 everywhere, as kube-apiserver does
+    /// (a bad token is never downgraded to anonymous, not even for `/version`).
+    Rejected,
+}
+
 /// Identifies the caller. Over TLS a valid bearer token is required (401 otherwise). Plain
 /// HTTP is only ever served on loopback, where clients send no credentials, so anonymous
 /// requests act as the administrator there; so do in-process requests (no transport).
 async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
-    let tls = req
-        .extensions()
-        .get::<Transport>()
-        .is_some_and(|t| t.tls);
-    let user = match (&app.admin_token, tls) {
+    let tls = req.extensions().get::<Transport>().is_some_and(|t| t.tls);
+    let authn = match (&app.admin_token, tls) {
         (Some(token), true) => match bearer_token(req.headers()) {
-            Some(t) if token.verify(t) => Some(User::admin()),
-            _ => None,
+            Some(t) if token.verify(t) => Authn::User(User::admin()),
+            Some(_) => Authn::Rejected,
+            None => Authn::Anonymous,
         },
-        _ => Some(User::admin()),
+        _ => Authn::User(User::admin()),
     };
-    match user {
-        Some(user) => {
+    match authn {
+        Authn::User(user) => {
             req.extensions_mut().insert(user);
             next.run(req).await
         }
-        None if PUBLIC_PATHS.contains(&req.uri().path()) => next.run(req).await,
-        None => ApiError::Unauthorized.into_response(),
+        Authn::Anonymous if PUBLIC_PATHS.contains(&req.uri().path()) => next.run(req).await,
+        Authn::Anonymous | Authn::Rejected => ApiError::Unauthorized.into_response(),
     }
 }
 
@@ -127,7 +136,10 @@ async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next)
 pub const VERSION_JSON: &str = r#"{"major":"1","minor":"32","gitVersion":"v1.32.0","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2024-12-11T00:00:00Z","goVersion":"go1.23.3","compiler":"gc","platform":"linux/amd64"}"#;
 
 async fn version() -> Response {
-    json_response(StatusCode::OK, bytes::Bytes::from_static(VERSION_JSON.as_bytes()))
+    json_response(
+        StatusCode::OK,
+        bytes::Bytes::from_static(VERSION_JSON.as_bytes()),
+    )
 }
 
 async fn health(req: Request) -> Response {
@@ -136,17 +148,34 @@ async fn health(req: Request) -> Response {
 
 async fn ready(State(app): State<Arc<App>>, req: Request) -> Response {
     let ok = app.ready.load(Ordering::SeqCst) && !app.shutdown.is_cancelled();
-    text_health(req.uri().query(), ok, &["ping", "log", "etcd", "informer-sync", "shutdown"])
+    text_health(
+        req.uri().query(),
+        ok,
+        &["ping", "log", "etcd", "informer-sync", "shutdown"],
+    )
 }
 
 fn text_health(query: Option<&str>, ok: bool, checks: &[&str]) -> Response {
-    let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+    let verbose = query.is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    });
     let body = if verbose {
         let mut s: String = checks
             .iter()
-            .map(|c| format!("[{}]{c} {}\n", if ok { "+" } else { "-" }, if ok { "ok" } else { "failed" }))
+            .map(|c| {
+                format!(
+                    "[{}]{c} {}\n",
+                    if ok { "+" } else { "-" },
+                    if ok { "ok" } else { "failed" }
+                )
+            })
             .collect();
-        s.push_str(if ok { "healthz check passed\n" } else { "healthz check failed\n" });
+        s.push_str(if ok {
+            "healthz check passed\n"
+        } else {
+            "healthz check failed\n"
+        });
         s
     } else if ok {
         "ok".into()
@@ -178,4 +207,43 @@ pub fn json_response(code: StatusCode, body: bytes::Bytes) -> Response {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::server::{ApiServer, Config};
+
+    async fn status_of(router: &Router, path: &str, authorization: Option<&str>) -> StatusCode {
+        let mut req = http::Request::get(path);
+        if let Some(value) = authorization {
+            req = req.header(header::AUTHORIZATION, value);
+        }
+        let mut req = req.body(axum::body::Body::empty()).expect("valid request");
+        req.extensions_mut().insert(Transport { tls: true });
+        router.clone().oneshot(req).await.expect("infallible").status()
+    }
+
+    #[tokio::test]
+    async fn over_tls_a_wrong_token_is_rejected_even_on_public_paths() {
+        let server = ApiServer::start(Config::default()).await.expect("start");
+        let router = server.router();
+        let good = format!("Bearer {}", server.admin_token().expect("token"));
+        assert_eq!(status_of(&router, "/version", Some(&good)).await, StatusCode::OK);
+        assert_eq!(status_of(&router, "/api/v1/namespaces", Some(&good)).await, StatusCode::OK);
+        // Without credentials only the public paths answer.
+        assert_eq!(status_of(&router, "/version", None).await, StatusCode::OK);
+        assert_eq!(status_of(&router, "/api/v1/namespaces", None).await, StatusCode::UNAUTHORIZED);
+        // A presented but wrong token is never downgraded to anonymous.
+        for path in ["/version", "/healthz", "/api/v1/namespaces"] {
+            assert_eq!(
+                status_of(&router, path, Some("Bearer wrong-token")).await,
+                StatusCode::UNAUTHORIZED,
+                "{path}"
+            );
+        }
+        server.shutdown().await;
+    }
 }

@@ -187,7 +187,9 @@ mod tests {
 
     #[test]
     fn kubectl_get_receives_a_table() {
-        let h = with_accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json");
+        let h = with_accept(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+        );
         assert_eq!(object_shape(&h).expect("acceptable"), Shape::Table("v1"));
     }
 
@@ -195,7 +197,9 @@ mod tests {
     fn protobuf_first_then_json_is_answered_with_json() {
         let h = with_accept("application/vnd.kubernetes.protobuf, */*");
         assert_eq!(object_shape(&h).expect("acceptable"), Shape::Object);
-        let h = with_accept("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+        let h = with_accept(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+        );
         assert_eq!(object_shape(&h).expect("acceptable"), Shape::Metadata);
     }
 
@@ -207,11 +211,18 @@ mod tests {
 
     #[test]
     fn aggregated_discovery_needs_its_exact_type() {
-        let kubectl = with_accept("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json");
+        let kubectl = with_accept(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+        );
         assert_eq!(discovery_form(&kubectl), DiscoveryForm::Aggregated("v2"));
-        let old = with_accept("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json");
+        let old = with_accept(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+        );
         assert_eq!(discovery_form(&old), DiscoveryForm::Aggregated("v2beta1"));
-        assert_eq!(discovery_form(&with_accept("application/json, */*")), DiscoveryForm::Legacy);
+        assert_eq!(
+            discovery_form(&with_accept("application/json, */*")),
+            DiscoveryForm::Legacy
+        );
         assert_eq!(discovery_form(&HeaderMap::new()), DiscoveryForm::Legacy);
     }
 
@@ -223,7 +234,10 @@ mod tests {
             HeaderValue::from_static("application/merge-patch+json; charset=utf-8"),
         );
         assert_eq!(body_type(&h), Ok(BodyType::MergePatch));
-        h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain"),
+        );
         assert_eq!(body_type(&h), Err("text/plain".into()));
     }
 }

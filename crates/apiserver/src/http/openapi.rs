@@ -29,7 +29,11 @@ fn doc_path(group: &str, version: &str) -> String {
 }
 
 fn schema_name(r: &Resource) -> String {
-    let group = if r.group.is_empty() { "core" } else { r.group.as_str() };
+    let group = if r.group.is_empty() {
+        "core"
+    } else {
+        r.group.as_str()
+    };
     let short = group.split('.').next().unwrap_or(group);
     format!("io.k8s.api.{short}.{}.{}", r.version, r.kind)
 }
@@ -50,7 +54,10 @@ fn operation(r: &Resource, action: &str, body: Option<Value>) -> Value {
         "x-kubernetes-group-version-kind".into(),
         json!({"group": r.group, "version": r.version, "kind": r.kind}),
     );
-    op.insert("operationId".into(), json!(format!("{action}{}{}", r.kind, r.version)));
+    op.insert(
+        "operationId".into(),
+        json!(format!("{action}{}{}", r.kind, r.version)),
+    );
     let schema_ref = json!({"$ref": format!("#/components/schemas/{}", schema_name(r))});
     op.insert(
         "responses".into(),
@@ -67,7 +74,8 @@ fn operation(r: &Resource, action: &str, body: Option<Value>) -> Value {
 fn document(resources: &[Arc<Resource>]) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    let patch_ref = json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
+    let patch_ref =
+        json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
     for r in resources {
         let base = r.gv_path();
         let (collection, item) = if r.namespaced {
@@ -76,7 +84,10 @@ fn document(resources: &[Arc<Resource>]) -> Value {
                 format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
             )
         } else {
-            (format!("{base}/{}", r.plural), format!("{base}/{}/{{name}}", r.plural))
+            (
+                format!("{base}/{}", r.plural),
+                format!("{base}/{}/{{name}}", r.plural),
+            )
         };
         let object_body = json!({"required": true, "content": {"application/json": {"schema":
             {"$ref": format!("#/components/schemas/{}", schema_name(r))}}}});
@@ -132,11 +143,17 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> Response {
         let url = format!("/openapi/v3/{path}?hash={}", hash(&document(&resources)));
         paths.insert(path, json!({"serverRelativeURL": url}));
     }
-    json_response(StatusCode::OK, Bytes::from(json!({"paths": paths}).to_string()))
+    json_response(
+        StatusCode::OK,
+        Bytes::from(json!({"paths": paths}).to_string()),
+    )
 }
 
 /// `GET /openapi/v3/{api/v1 | apis/{g}/{v}}`.
-pub(crate) async fn document_handler(State(app): State<Arc<App>>, Path(path): Path<String>) -> Response {
+pub(crate) async fn document_handler(
+    State(app): State<Arc<App>>,
+    Path(path): Path<String>,
+) -> Response {
     let wanted = path.trim_matches('/');
     for (group, version, resources) in app.registry.catalog().group_versions() {
         if doc_path(&group, &version) == wanted {

@@ -150,11 +150,20 @@ mod tests {
     #[test]
     fn namespace_subresources_are_not_resources_in_a_namespace() {
         let p = res("/api/v1/namespaces/foo/finalize");
-        assert_eq!((p.resource.as_str(), p.name.as_deref(), p.namespace), ("namespaces", Some("foo"), None));
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref(), p.namespace),
+            ("namespaces", Some("foo"), None)
+        );
         let p = res("/api/v1/namespaces/foo/configmaps");
-        assert_eq!((p.resource.as_str(), p.namespace.as_deref()), ("configmaps", Some("foo")));
+        assert_eq!(
+            (p.resource.as_str(), p.namespace.as_deref()),
+            ("configmaps", Some("foo"))
+        );
         let p = res("/api/v1/namespaces/foo");
-        assert_eq!((p.resource.as_str(), p.name.as_deref()), ("namespaces", Some("foo")));
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref()),
+            ("namespaces", Some("foo"))
+        );
     }
 
     #[test]
@@ -166,7 +175,10 @@ mod tests {
 
     #[test]
     fn too_many_segments_or_empty_ones_are_unknown() {
-        assert_eq!(parse("/api/v1/namespaces/a/configmaps/b/c/d"), Target::Unknown);
+        assert_eq!(
+            parse("/api/v1/namespaces/a/configmaps/b/c/d"),
+            Target::Unknown
+        );
         assert_eq!(parse("/api//v1"), Target::Unknown);
         assert_eq!(parse("/foo"), Target::Unknown);
     }

@@ -19,7 +19,9 @@ use super::{App, MAX_BODY_BYTES, discovery, json_response, protobuf, watch};
 use crate::patch::Patch;
 use crate::registry::Resource;
 use crate::registry::list::ListParams;
-use crate::registry::rest::{DeleteOptions, Deleted, FieldValidation, Part, Reply, WriteOptions};
+use crate::registry::rest::{
+    DeleteOptions, Deleted, FieldValidation, Part, Reply, Target as WriteTarget, WriteOptions,
+};
 use crate::storage::{Preconditions, Storage};
 
 /// Query parameters, last value wins.
@@ -33,7 +35,8 @@ fn parse_query(q: Option<&str>) -> Query {
 }
 
 fn flag(q: &Query, name: &str) -> Option<bool> {
-    q.get(name).map(|v| matches!(v.as_str(), "true" | "True" | "1"))
+    q.get(name)
+        .map(|v| matches!(v.as_str(), "true" | "True" | "1"))
 }
 
 /// The entry point for every path that is not a fixed meta endpoint.
@@ -46,7 +49,9 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
         {
             return discovery::serve(&app, &request::parse(parts.uri.path()), &parts.headers);
         }
-        Target::Resource(path) => resource(&app, parts.method, &parts.headers, path, query, body).await,
+        Target::Resource(path) => {
+            resource(&app, parts.method, &parts.headers, path, query, body).await
+        }
         Target::Unknown
         | Target::CoreGroups
         | Target::Groups
@@ -59,17 +64,23 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::TooLarge(
-            format!("limit is {MAX_BODY_BYTES}"),
-        )),
-        Err(e) => Err(ApiError::BadRequest(format!("reading the request body failed: {e}"))),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(ApiError::TooLarge(format!("limit is {MAX_BODY_BYTES}")))
+        }
+        Err(e) => Err(ApiError::BadRequest(format!(
+            "reading the request body failed: {e}"
+        ))),
     }
 }
 
 /// Decodes an object body (create, update) by its content type.
 fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
-        accepted: vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
+        accepted: vec![
+            "application/json",
+            "application/yaml",
+            "application/vnd.kubernetes.protobuf",
+        ],
     })?;
     let value = match ty {
         BodyType::Json => serde_json::from_slice::<Value>(body).map_err(|e| {
@@ -80,20 +91,29 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         BodyType::Protobuf => protobuf::decode(body).map_err(|e| match e {
             protobuf::ProtobufError::UnsupportedType { .. }
             | protobuf::ProtobufError::ContentEncodingNotSupported(_)
-            | protobuf::ProtobufError::ContentTypeNotSupported(_) => ApiError::UnsupportedMediaType {
-                accepted: vec!["application/json", "application/yaml"],
-            },
-            other => ApiError::BadRequest(format!("the protobuf body could not be decoded: {other}")),
+            | protobuf::ProtobufError::ContentTypeNotSupported(_) => {
+                ApiError::UnsupportedMediaType {
+                    accepted: vec!["application/json", "application/yaml"],
+                }
+            }
+            other => {
+                ApiError::BadRequest(format!("the protobuf body could not be decoded: {other}"))
+            }
         })?,
         _ => {
             return Err(ApiError::UnsupportedMediaType {
-                accepted: vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
+                accepted: vec![
+                    "application/json",
+                    "application/yaml",
+                    "application/vnd.kubernetes.protobuf",
+                ],
             });
         }
     };
     if !value.is_object() {
         return Err(ApiError::BadRequest(
-            "the object provided is unrecognized in the request body: expected a JSON object".into(),
+            "the object provided is unrecognized in the request body: expected a JSON object"
+                .into(),
         ));
     }
     Ok(value)
@@ -177,23 +197,36 @@ fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     resp
 }
 
-fn reply_response(reply: Reply, res: &Resource, shape: Shape, q: &Query) -> Result<Response, ApiError> {
+fn reply_response(
+    reply: Reply,
+    res: &Resource,
+    shape: Shape,
+    q: &Query,
+) -> Result<Response, ApiError> {
     let code = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
     let resp = object_response(code, reply.body, res, shape, q)?;
     Ok(with_warnings(resp, &reply.warnings))
 }
 
 /// Renders one object in the negotiated shape.
-fn object_response(code: StatusCode, body: Bytes, res: &Resource, shape: Shape, q: &Query) -> Result<Response, ApiError> {
+fn object_response(
+    code: StatusCode,
+    body: Bytes,
+    res: &Resource,
+    shape: Shape,
+    q: &Query,
+) -> Result<Response, ApiError> {
     let body = match shape {
         Shape::Object => body,
         Shape::Table(version) => {
-            let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+            let v: Value =
+                serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
             let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
             Bytes::from(render::table(res, version, &[v], None, include, true).to_string())
         }
         Shape::Metadata => {
-            let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+            let v: Value =
+                serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
             Bytes::from(render::partial_metadata(&v).to_string())
         }
     };
@@ -246,8 +279,12 @@ async fn resource(
                             .iter()
                             .filter_map(|b| serde_json::from_slice(b).ok())
                             .collect();
-                        let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
-                        Bytes::from(render::table(&res, version, &objects, Some(&out), include, true).to_string())
+                        let include =
+                            IncludeObject::parse(q.get("includeObject").map(String::as_str));
+                        Bytes::from(
+                            render::table(&res, version, &objects, Some(&out), include, true)
+                                .to_string(),
+                        )
                     }
                 };
                 Ok(json_response(StatusCode::OK, body))
@@ -274,7 +311,9 @@ async fn resource(
         (Some(name), sub) => {
             let sub = sub.as_deref();
             if watching {
-                return Err(ApiError::BadRequest("watch of a single object: use a fieldSelector on metadata.name".into()));
+                return Err(ApiError::BadRequest(
+                    "watch of a single object: use a fieldSelector on metadata.name".into(),
+                ));
             }
             match sub {
                 None => object(app, method, headers, &res, ns, name, Part::Main, body, &q).await,
@@ -292,7 +331,10 @@ async fn resource(
                         .and_then(Value::as_array)
                         .cloned()
                         .unwrap_or_default();
-                    let v = app.registry.finalize_namespace(name, Some(finalizers)).await?;
+                    let v = app
+                        .registry
+                        .finalize_namespace(name, Some(finalizers))
+                        .await?;
                     Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
                 }
                 _ => Err(ApiError::NoSuchPath),
@@ -377,7 +419,17 @@ pub(crate) async fn patch_object(
     };
     let mut reply = app
         .registry
-        .write_existing(res, ns, name, part, None, &mut produce, opts)
+        .write_existing(
+            WriteTarget {
+                res,
+                ns,
+                name,
+                part,
+            },
+            None,
+            &mut produce,
+            opts,
+        )
         .await?;
     warnings.append(&mut reply.warnings);
     warnings.dedup();
@@ -393,7 +445,10 @@ fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteO
         Some(decode_object(headers, body)?)
     };
     if let Some(v) = parsed {
-        opts.propagation_policy = v.get("propagationPolicy").and_then(Value::as_str).map(String::from);
+        opts.propagation_policy = v
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(String::from);
         opts.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
         opts.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
         opts.dry_run = v
@@ -402,7 +457,11 @@ fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteO
             .is_some_and(|a| a.iter().any(|d| d == "All"));
         let pre = &v["preconditions"];
         opts.preconditions = Preconditions {
-            uid: pre.get("uid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from),
+            uid: pre
+                .get("uid")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from),
             resource_version: match pre.get("resourceVersion").and_then(Value::as_str) {
                 Some(rv) if !rv.is_empty() => Some(rv.parse().map_err(|_| {
                     ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
@@ -460,7 +519,8 @@ async fn delete_collection(
     let out = app.registry.list(res, ns, &all).await?;
     let mut items = Vec::with_capacity(out.items.len());
     for item in &out.items {
-        let v: Value = serde_json::from_slice(item).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let v: Value =
+            serde_json::from_slice(item).map_err(|e| ApiError::Internal(e.to_string()))?;
         let name = v["metadata"]["name"].as_str().unwrap_or_default();
         let item_ns = v["metadata"]["namespace"].as_str();
         match app.registry.delete(res, item_ns.or(ns), name, opts).await {

@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::json_response;
 use super::resources::{Query, body_patch, body_value, scale_write_options};
 use crate::registry::Resource;
-use crate::registry::rest::Part;
+use crate::registry::rest::{Part, Target};
 use crate::selector::LabelSelector;
 
 /// Builds the `Scale` of `parent`.
@@ -21,8 +21,14 @@ fn scale_of(res: &Resource, parent: &Value) -> Value {
     let Some(paths) = &res.subresources.scale else {
         return Value::Null;
     };
-    let spec = parent.pointer(&paths.spec_replicas).cloned().unwrap_or(json!(0));
-    let status = parent.pointer(&paths.status_replicas).cloned().unwrap_or(json!(0));
+    let spec = parent
+        .pointer(&paths.spec_replicas)
+        .cloned()
+        .unwrap_or(json!(0));
+    let status = parent
+        .pointer(&paths.status_replicas)
+        .cloned()
+        .unwrap_or(json!(0));
     let selector = paths
         .label_selector
         .as_deref()
@@ -72,7 +78,10 @@ pub(crate) async fn serve(
     let change = match method {
         Method::GET => {
             let parent = app.registry.get_value(res, ns, name)?;
-            return Ok(json_response(StatusCode::OK, Bytes::from(scale_of(res, &parent).to_string())));
+            return Ok(json_response(
+                StatusCode::OK,
+                Bytes::from(scale_of(res, &parent).to_string()),
+            ));
         }
         Method::PUT => Change::Put(body_value(headers, body).await?),
         Method::PATCH => Change::Patch(body_patch(headers, body).await?),
@@ -89,7 +98,10 @@ pub(crate) async fn serve(
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s:?}"))))
+            .map(|s| {
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s:?}")))
+            })
             .transpose()?,
         Change::Patch(_) => None,
     };
@@ -100,12 +112,18 @@ pub(crate) async fn serve(
             Change::Put(v) => v.clone(),
             Change::Patch(p) => p.apply("Scale", &scale)?,
         };
-        let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+        let replicas = new_scale
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if replicas < 0 {
             return Err(ApiError::Invalid {
                 kind: "Scale.autoscaling".into(),
                 group: "autoscaling".into(),
-                name: current["metadata"]["name"].as_str().unwrap_or_default().into(),
+                name: current["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
                 causes: vec![crate::registry::validation::FieldError::invalid(
                     "spec.replicas",
                     json!(replicas),
@@ -123,8 +141,22 @@ pub(crate) async fn serve(
     };
     let reply = app
         .registry
-        .write_existing(res, ns, name, Part::Main, wanted_rv, &mut produce, &opts)
+        .write_existing(
+            Target {
+                res,
+                ns,
+                name,
+                part: Part::Main,
+            },
+            wanted_rv,
+            &mut produce,
+            &opts,
+        )
         .await?;
-    let parent: Value = serde_json::from_slice(&reply.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(json_response(StatusCode::OK, Bytes::from(scale_of(res, &parent).to_string())))
+    let parent: Value =
+        serde_json::from_slice(&reply.body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(
+        StatusCode::OK,
+        Bytes::from(scale_of(res, &parent).to_string()),
+    ))
 }

@@ -45,7 +45,10 @@ pub(crate) async fn serve(
     shape: Shape,
     q: &Query,
 ) -> Result<Response, ApiError> {
-    let rv_match = params.resource_version_match.as_deref().filter(|s| !s.is_empty());
+    let rv_match = params
+        .resource_version_match
+        .as_deref()
+        .filter(|s| !s.is_empty());
     let send_initial = params.send_initial_events;
     match (send_initial, rv_match) {
         (Some(true), m) if m != Some("NotOlderThan") => {
@@ -114,7 +117,11 @@ pub(crate) async fn serve(
     } else {
         requested.unwrap_or_else(|| app.registry.store().current_rv())
     };
-    match app.registry.store().watch(&res.collection_prefix(ns), start) {
+    match app
+        .registry
+        .store()
+        .watch(&res.collection_prefix(ns), start)
+    {
         Ok(w) => state.watcher = Some(w),
         Err(StorageError::Expired { requested, oldest }) => {
             state.pending.push_back(expired_line(requested, oldest));
@@ -123,7 +130,9 @@ pub(crate) async fn serve(
         Err(e) => return Err(ApiError::from_storage(e, &res.group_resource(), "")),
     }
     let stream = futures::stream::unfold(state, |mut st| async move {
-        st.next_chunk().await.map(|chunk| (Ok::<_, Infallible>(chunk), st))
+        st.next_chunk()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(chunk), st))
     });
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = StatusCode::OK;
@@ -166,7 +175,14 @@ impl Stream {
             Shape::Table(version) => {
                 let with_columns = !self.columns_sent;
                 self.columns_sent = true;
-                let mut t = render::table(&self.res, version, &[obj.clone()], None, self.include, with_columns);
+                let mut t = render::table(
+                    &self.res,
+                    version,
+                    std::slice::from_ref(&obj),
+                    None,
+                    self.include,
+                    with_columns,
+                );
                 t["metadata"] = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
                 t
             }
@@ -176,7 +192,10 @@ impl Stream {
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (kind, api_version) = match self.shape {
-            Shape::Metadata => ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string()),
+            Shape::Metadata => (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            ),
             _ => (self.res.kind.clone(), self.res.api_version()),
         };
         let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
@@ -222,7 +241,7 @@ impl Stream {
         if plain && kind == e.kind.as_str() {
             return Some(e.json_line());
         }
-        let served = self.res.strategy.from_storage(obj);
+        let served = self.res.strategy.to_served(obj);
         Some(self.line(kind, served))
     }
 

@@ -87,7 +87,9 @@ impl Patch {
                     causes: vec![crate::registry::validation::FieldError::invalid(
                         "",
                         Value::Null,
-                        format!("the server rejected our request due to an error in our request: {e}"),
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
                     )],
                 })?;
                 Ok(doc)
@@ -102,8 +104,9 @@ impl Patch {
                 json_patch::merge(&mut doc, p);
                 Ok(doc)
             }
-            Patch::Strategic(p) => strategic::strategic_merge(kind, current, p)
-                .map_err(|e| ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))),
+            Patch::Strategic(p) => strategic::strategic_merge(kind, current, p).map_err(|e| {
+                ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))
+            }),
         }
     }
 }
@@ -115,18 +118,32 @@ mod tests {
 
     #[test]
     fn merge_patch_null_deletes_and_lists_replace() {
-        let p = Patch::parse(BodyType::MergePatch, br#"{"data":{"b":null,"c":"3"},"metadata":{"finalizers":null}}"#, true)
-            .expect("parses");
-        let cur = json!({"metadata": {"name": "a", "finalizers": ["x"]}, "data": {"a": "1", "b": "2"}});
+        let p = Patch::parse(
+            BodyType::MergePatch,
+            br#"{"data":{"b":null,"c":"3"},"metadata":{"finalizers":null}}"#,
+            true,
+        )
+        .expect("parses");
+        let cur =
+            json!({"metadata": {"name": "a", "finalizers": ["x"]}, "data": {"a": "1", "b": "2"}});
         let out = p.apply("ConfigMap", &cur).expect("applies");
-        assert_eq!(out, json!({"metadata": {"name": "a"}, "data": {"a": "1", "c": "3"}}));
+        assert_eq!(
+            out,
+            json!({"metadata": {"name": "a"}, "data": {"a": "1", "c": "3"}})
+        );
     }
 
     #[test]
     fn json_patch_failures_are_invalid_and_garbage_is_bad_request() {
-        let p = Patch::parse(BodyType::JsonPatch, br#"[{"op":"test","path":"/data/a","value":"9"}]"#, true)
-            .expect("parses");
-        let err = p.apply("ConfigMap", &json!({"data": {"a": "1"}})).expect_err("test fails");
+        let p = Patch::parse(
+            BodyType::JsonPatch,
+            br#"[{"op":"test","path":"/data/a","value":"9"}]"#,
+            true,
+        )
+        .expect("parses");
+        let err = p
+            .apply("ConfigMap", &json!({"data": {"a": "1"}}))
+            .expect_err("test fails");
         assert_eq!(err.code(), 422);
         let err = Patch::parse(BodyType::JsonPatch, b"{", true).expect_err("garbage");
         assert_eq!(err.code(), 400);
@@ -134,7 +151,8 @@ mod tests {
 
     #[test]
     fn strategic_merge_is_refused_for_custom_kinds() {
-        let err = Patch::parse(BodyType::StrategicMergePatch, b"{}", false).expect_err("not builtin");
+        let err =
+            Patch::parse(BodyType::StrategicMergePatch, b"{}", false).expect_err("not builtin");
         assert_eq!(err.code(), 415);
         assert!(err.to_string().contains("application/merge-patch+json"));
     }

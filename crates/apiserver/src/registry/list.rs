@@ -57,7 +57,9 @@ impl Selection {
             let f = req.field.as_str();
             let known = f == "metadata.name" || f == "metadata.namespace" || extra.contains(&f);
             if !known {
-                return Err(ApiError::BadRequest(format!("field label not supported: {f}")));
+                return Err(ApiError::BadRequest(format!(
+                    "field label not supported: {f}"
+                )));
             }
         }
         Ok(Selection {
@@ -74,18 +76,22 @@ impl Selection {
 
     /// Whether `obj` (in stored form) is selected.
     pub fn matches(&self, res: &Resource, obj: &Value) -> bool {
-        if !self.label.matches(obj.pointer("/metadata/labels").and_then(Value::as_object)) {
+        if !self
+            .label
+            .matches(obj.pointer("/metadata/labels").and_then(Value::as_object))
+        {
             return false;
         }
         self.field.matches(|f| {
             Some(match f {
                 "metadata.name" | "metadata.namespace" => {
                     let key = &f["metadata.".len()..];
-                    obj["metadata"][key].as_str().unwrap_or_default().to_string()
+                    obj["metadata"][key]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
                 }
-                other if self.field_labels.contains(&other) => {
-                    res.strategy.field_value(obj, other)
-                }
+                other if self.field_labels.contains(&other) => res.strategy.field_value(obj, other),
                 _ => String::new(),
             })
         })
@@ -183,7 +189,10 @@ impl Registry {
             )));
         }
         let rv = params.resource_version.as_deref().filter(|s| !s.is_empty());
-        let rv_match = params.resource_version_match.as_deref().filter(|s| !s.is_empty());
+        let rv_match = params
+            .resource_version_match
+            .as_deref()
+            .filter(|s| !s.is_empty());
         let limit = params.limit.filter(|l| *l > 0).map_or(0, |l| l as usize);
         let mut opts = ListOptions {
             limit,
@@ -265,9 +274,10 @@ impl Registry {
             .iter()
             .map(|s| self.served_bytes(res, s))
             .collect::<Result<Vec<_>, _>>()?;
-        let continue_token = page.continue_after.as_deref().map(|k| {
-            encode_continue(page.rv, k.strip_prefix(&prefix).unwrap_or(k))
-        });
+        let continue_token = page
+            .continue_after
+            .as_deref()
+            .map(|k| encode_continue(page.rv, k.strip_prefix(&prefix).unwrap_or(k)));
         Ok(ListOutput {
             rv: page.rv,
             items,
@@ -291,6 +301,9 @@ mod tests {
         let back = decode_continue(&t).expect("valid");
         assert_eq!((back.rv, back.start.as_str()), (42, "default/b"));
         assert!(decode_continue("%%%").is_err());
-        assert!(decode_continue(&base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("{}")).is_err());
+        assert!(
+            decode_continue(&base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("{}"))
+                .is_err()
+        );
     }
 }

@@ -151,7 +151,6 @@ impl Resource {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::registry::builtin;
 
     #[test]

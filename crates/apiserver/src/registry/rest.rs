@@ -49,6 +49,19 @@ pub enum Part {
     Status,
 }
 
+/// The object a write addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// Its resource.
+    pub res: &'a Arc<Resource>,
+    /// Its namespace (for namespaced resources).
+    pub ns: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// Which part of it is written.
+    pub part: Part,
+}
+
 /// A successful write: HTTP status, the object in served form, warnings for the client.
 #[derive(Clone, Debug)]
 pub struct Reply {
@@ -119,7 +132,9 @@ pub enum Deleted {
 
 /// The current time as Kubernetes writes timestamps: RFC 3339, seconds, UTC.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
@@ -196,7 +211,10 @@ impl Registry {
                 )));
             }
         }
-        if map.get("metadata").is_some_and(|m| !m.is_object() && !m.is_null()) {
+        if map
+            .get("metadata")
+            .is_some_and(|m| !m.is_object() && !m.is_null())
+        {
             return Err(ApiError::BadRequest(format!(
                 "{} in version {:?} cannot be handled as a {}: metadata must be an object",
                 res.kind, res.version, res.kind
@@ -242,7 +260,7 @@ impl Registry {
         let v = stored
             .value()
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let served = res.strategy.from_storage(v);
+        let served = res.strategy.to_served(v);
         serde_json::to_vec(&served)
             .map(Bytes::from)
             .map_err(|e| ApiError::Internal(e.to_string()))
@@ -263,13 +281,23 @@ impl Registry {
     }
 
     /// `GET` one object as a value in served form.
-    pub fn get_value(&self, res: &Resource, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    pub fn get_value(
+        &self,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         let bytes = self.get(res, ns, name)?;
         serde_json::from_slice(&bytes).map_err(|e| ApiError::Internal(e.to_string()))
     }
 
     /// Fails unless namespace `ns` exists and is not terminating.
-    fn check_namespace_for_create(&self, res: &Resource, ns: &str, name: &str) -> Result<(), ApiError> {
+    fn check_namespace_for_create(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let namespaces = GroupResource {
             group: String::new(),
             resource: "namespaces".into(),
@@ -278,7 +306,9 @@ impl Registry {
             .storage()
             .get(&format!("/core/namespaces/{ns}"))
             .map_err(|e| ApiError::from_storage(e, &namespaces, ns))?;
-        let v = stored.value().map_err(|e| ApiError::Internal(e.to_string()))?;
+        let v = stored
+            .value()
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         if v.pointer("/metadata/deletionTimestamp").is_some()
             || v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {
@@ -289,14 +319,21 @@ impl Registry {
                     "{} {name:?} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                     res.group_resource()
                 ),
-                causes: vec![json!({"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"})],
+                causes: vec![
+                    json!({"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}),
+                ],
             });
         }
         Ok(())
     }
 
     /// Puts the namespace from the URL into the object, or fails if the body says another.
-    fn settle_namespace(&self, res: &Resource, obj: &mut Value, ns: Option<&str>) -> Result<(), ApiError> {
+    fn settle_namespace(
+        &self,
+        res: &Resource,
+        obj: &mut Value,
+        ns: Option<&str>,
+    ) -> Result<(), ApiError> {
         let meta = meta_mut(obj);
         if !res.namespaced {
             meta.remove("namespace");
@@ -325,11 +362,20 @@ impl Registry {
     }
 
     /// Metadata and strategy validation of a whole object.
-    fn validate_object(&self, res: &Resource, obj: &Value, old: Option<&Value>, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    fn validate_object(
+        &self,
+        res: &Resource,
+        obj: &Value,
+        old: Option<&Value>,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
         let name = name_of(obj);
         let mut causes = Vec::new();
         if name.is_empty() {
-            causes.push(FieldError::required("metadata.name", "name or generateName is required"));
+            causes.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
         } else {
             for why in check_name(res.strategy.name_rule(), name) {
                 causes.push(FieldError::invalid("metadata.name", json!(name), why));
@@ -382,8 +428,13 @@ impl Registry {
             meta.remove(field);
         }
         res.strategy.prepare_for_create(&mut obj);
-        let generate = meta_str(&obj, "name").is_none_or(str::is_empty)
-            .then(|| meta_str(&obj, "generateName").unwrap_or_default().to_string())
+        let generate = meta_str(&obj, "name")
+            .is_none_or(str::is_empty)
+            .then(|| {
+                meta_str(&obj, "generateName")
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .filter(|p| !p.is_empty());
         if let Some(prefix) = &generate {
             meta_mut(&mut obj).insert("name".into(), json!(generate_name(prefix)));
@@ -418,8 +469,12 @@ impl Registry {
         let mut attempts = 0;
         loop {
             let name = name_of(&obj).to_string();
-            let stored_form = res.strategy.to_storage(obj.clone());
-            match self.storage().create(&res.key(ns, &name), stored_form).await {
+            let stored_form = res.strategy.to_stored(obj.clone());
+            match self
+                .storage()
+                .create(&res.key(ns, &name), stored_form)
+                .await
+            {
                 Ok(stored) => {
                     return Ok(Reply {
                         code: 201,
@@ -471,12 +526,13 @@ impl Registry {
             }
         }
         self.settle_namespace(res, &mut obj, ns)?;
-        let wanted_rv = match meta_str(&obj, "resourceVersion") {
-            None | Some("") => None,
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
-            })?),
-        };
+        let wanted_rv =
+            match meta_str(&obj, "resourceVersion") {
+                None | Some("") => None,
+                Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
+                })?),
+            };
         if wanted_rv.is_none() && res.strategy.requires_resource_version_on_update() {
             return Err(ApiError::Invalid {
                 kind: res.group_resource().to_string(),
@@ -503,7 +559,17 @@ impl Registry {
         }
         let mut produce = |_: &Value| Ok(obj.clone());
         let mut reply = self
-            .write_existing(res, ns, name, part, wanted_rv, &mut produce, opts)
+            .write_existing(
+                Target {
+                    res,
+                    ns,
+                    name,
+                    part,
+                },
+                wanted_rv,
+                &mut produce,
+                opts,
+            )
             .await?;
         warnings.append(&mut reply.warnings);
         reply.warnings = warnings;
@@ -515,21 +581,24 @@ impl Registry {
     /// `produce` when another write raced.
     pub async fn write_existing(
         &self,
-        res: &Arc<Resource>,
-        ns: Option<&str>,
-        name: &str,
-        part: Part,
+        target: Target<'_>,
         wanted_rv: Option<u64>,
         produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
         opts: &WriteOptions,
     ) -> Result<Reply, ApiError> {
+        let Target {
+            res,
+            ns,
+            name,
+            part,
+        } = target;
         let key = res.key(ns, name);
         let mut failure: Option<ApiError> = None;
         let mut dry_result: Option<Value> = None;
         let mut warnings: Vec<String> = Vec::new();
         let gr = res.group_resource();
         let mut step = |old_stored: Value| -> Update {
-            let old = res.strategy.from_storage(old_stored);
+            let old = res.strategy.to_served(old_stored);
             match self.next_version(res, name, part, wanted_rv, &old, produce, &mut warnings) {
                 Err(e) => {
                     failure = Some(e);
@@ -545,7 +614,7 @@ impl Registry {
                         .pointer("/metadata/finalizers")
                         .and_then(Value::as_array)
                         .is_none_or(Vec::is_empty);
-                    let stored = res.strategy.to_storage(new);
+                    let stored = res.strategy.to_stored(new);
                     if deleting && no_finalizers && res.kind != "Namespace" {
                         Update::Delete(stored)
                     } else {
@@ -591,12 +660,13 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         let mut new = produce(old)?;
         let old_rv = resource_version_of(old);
-        let new_rv = match meta_str(&new, "resourceVersion") {
-            None | Some("") => wanted_rv,
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
-            })?),
-        };
+        let new_rv =
+            match meta_str(&new, "resourceVersion") {
+                None | Some("") => wanted_rv,
+                Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid resource version: {rv:?}"))
+                })?),
+            };
         if let Some(rv) = new_rv
             && Some(rv) != old_rv
         {
@@ -638,7 +708,10 @@ impl Registry {
         }
         {
             let meta = meta_mut(&mut new);
-            let old_uid = old_meta.get("uid").and_then(Value::as_str).unwrap_or_default();
+            let old_uid = old_meta
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             match meta.get("uid").and_then(Value::as_str) {
                 None | Some("") => {
                     meta.insert("uid".into(), json!(old_uid));
@@ -710,7 +783,10 @@ impl Registry {
             && part == Part::Main
             && res.strategy.generation_changed(&new, old)
         {
-            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
         Ok(new)
@@ -729,7 +805,9 @@ impl Registry {
             return Err(ApiError::Forbidden {
                 resource: res.group_resource(),
                 name: Some(name.to_string()),
-                message: format!("namespaces {name:?} is forbidden: this namespace may not be deleted"),
+                message: format!(
+                    "namespaces {name:?} is forbidden: this namespace may not be deleted"
+                ),
                 causes: Vec::new(),
             });
         }
@@ -737,7 +815,7 @@ impl Registry {
         let mut already: Option<Value> = None;
         let mut dry: Option<Deleted> = None;
         let mut step = |old_stored: Value| -> Update {
-            let old = res.strategy.from_storage(old_stored.clone());
+            let old = res.strategy.to_served(old_stored.clone());
             if old.pointer("/metadata/deletionTimestamp").is_some() {
                 already = Some(old);
                 return Update::Abort;
@@ -770,7 +848,7 @@ impl Registry {
                     dry = Some(Deleted::Pending(marked));
                     return Update::Abort;
                 }
-                Update::Put(res.strategy.to_storage(marked))
+                Update::Put(res.strategy.to_stored(marked))
             } else {
                 if opts.dry_run {
                     dry = Some(Deleted::Gone(old));
@@ -788,7 +866,7 @@ impl Registry {
                 let v = written
                     .stored
                     .value()
-                    .map(|v| res.strategy.from_storage(v))
+                    .map(|v| res.strategy.to_served(v))
                     .map_err(|e| ApiError::Internal(e.to_string()))?;
                 Ok(match written.outcome {
                     Outcome::Deleted => Deleted::Gone(v),
@@ -808,7 +886,11 @@ impl Registry {
     /// namespace controller does once the namespace is empty) or, through `PUT …/finalize`,
     /// sets `spec.finalizers` to what the client sent; removes the namespace once no finalizer
     /// is left.
-    pub async fn finalize_namespace(&self, name: &str, spec_finalizers: Option<Vec<Value>>) -> Result<Value, ApiError> {
+    pub async fn finalize_namespace(
+        &self,
+        name: &str,
+        spec_finalizers: Option<Vec<Value>>,
+    ) -> Result<Value, ApiError> {
         let catalog = self.catalog();
         let Some(res) = catalog.find("", "v1", "namespaces") else {
             return Err(ApiError::NoSuchPath);
@@ -828,7 +910,9 @@ impl Registry {
                 ),
             };
             ns["spec"]["finalizers"] = finalizers;
-            let done = ns["spec"]["finalizers"].as_array().is_some_and(Vec::is_empty)
+            let done = ns["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
                 && ns
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
@@ -845,7 +929,10 @@ impl Registry {
             .guaranteed_update(&key, &Preconditions::default(), &mut step)
             .await
             .map_err(|e| ApiError::from_storage(e, &res.group_resource(), name))?;
-        written.stored.value().map_err(|e| ApiError::Internal(e.to_string()))
+        written
+            .stored
+            .value()
+            .map_err(|e| ApiError::Internal(e.to_string()))
     }
 }
 

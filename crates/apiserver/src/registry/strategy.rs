@@ -32,12 +32,12 @@ pub trait Strategy: Send + Sync + 'static {
     fn decode(&self, obj: Value) -> Result<Decoded, String>;
 
     /// Converts the served form of an object to its stored form.
-    fn to_storage(&self, obj: Value) -> Value {
+    fn to_stored(&self, obj: Value) -> Value {
         obj
     }
 
     /// Converts a stored object to the served form.
-    fn from_storage(&self, obj: Value) -> Value {
+    fn to_served(&self, obj: Value) -> Value {
         obj
     }
 
@@ -178,8 +178,15 @@ pub fn default_at(obj: &mut Value, path: &[&str], value: Value) {
         }
         cur = cur
             .as_object_mut()
-            .map(|m| m.entry(p.to_string()).or_insert_with(|| Value::Object(Default::default())))
+            .map(|m| {
+                m.entry(p.to_string())
+                    .or_insert_with(|| Value::Object(Default::default()))
+            })
             .expect("checked to be an object");
+        if cur.is_null() {
+            // An explicit `null` parent is unset, as in Go.
+            *cur = Value::Object(Default::default());
+        }
     }
     if let Some(m) = cur.as_object_mut()
         && m.get(*last).is_none_or(Value::is_null)
@@ -220,8 +227,15 @@ mod tests {
     fn defaults_fill_only_missing_fields() {
         let mut v = json!({"spec": {"replicas": 3}});
         default_at(&mut v, &["spec", "replicas"], json!(1));
-        default_at(&mut v, &["spec", "strategy", "type"], json!("RollingUpdate"));
-        assert_eq!(v, json!({"spec": {"replicas": 3, "strategy": {"type": "RollingUpdate"}}}));
+        default_at(
+            &mut v,
+            &["spec", "strategy", "type"],
+            json!("RollingUpdate"),
+        );
+        assert_eq!(
+            v,
+            json!({"spec": {"replicas": 3, "strategy": {"type": "RollingUpdate"}}})
+        );
     }
 
     #[test]

@@ -62,7 +62,12 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(kind: FieldErrorKind, field: impl Into<String>, value: Option<Value>, detail: impl Into<String>) -> Self {
+    fn new(
+        kind: FieldErrorKind,
+        field: impl Into<String>,
+        value: Option<Value>,
+        detail: impl Into<String>,
+    ) -> Self {
         FieldError {
             kind,
             field: field.into(),
@@ -88,7 +93,12 @@ impl FieldError {
             .map(|a| format!("\"{a}\""))
             .collect::<Vec<_>>()
             .join(", ");
-        Self::new(FieldErrorKind::NotSupported, field, Some(value), format!("supported values: {list}"))
+        Self::new(
+            FieldErrorKind::NotSupported,
+            field,
+            Some(value),
+            format!("supported values: {list}"),
+        )
     }
 
     /// A field may not be set or changed.
@@ -103,7 +113,12 @@ impl FieldError {
 
     /// A value is longer than `max` bytes.
     pub fn too_long(field: impl Into<String>, max: usize) -> Self {
-        Self::new(FieldErrorKind::TooLong, field, None, format!("may not be more than {max} bytes"))
+        Self::new(
+            FieldErrorKind::TooLong,
+            field,
+            None,
+            format!("may not be more than {max} bytes"),
+        )
     }
 
     /// The message of this error without its field path, as Kubernetes words it.
@@ -118,12 +133,14 @@ impl FieldError {
         };
         match self.kind {
             FieldErrorKind::Required => with_detail("Required value".into()),
-            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
-                with_detail(format!("Invalid value: {}", value.unwrap_or_else(|| "null".into())))
-            }
-            FieldErrorKind::NotSupported => {
-                with_detail(format!("Unsupported value: {}", value.unwrap_or_else(|| "null".into())))
-            }
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => with_detail(format!(
+                "Invalid value: {}",
+                value.unwrap_or_else(|| "null".into())
+            )),
+            FieldErrorKind::NotSupported => with_detail(format!(
+                "Unsupported value: {}",
+                value.unwrap_or_else(|| "null".into())
+            )),
             FieldErrorKind::Forbidden => with_detail("Forbidden".into()),
             FieldErrorKind::Duplicate => format!("Duplicate value: {}", value.unwrap_or_default()),
             FieldErrorKind::TooLong => with_detail("Too long".into()),
@@ -168,7 +185,8 @@ fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -253,7 +271,8 @@ pub fn qualified_name_errors(s: &str) -> Vec<String> {
 fn is_label_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
@@ -282,15 +301,23 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
     if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
         for (k, v) in labels {
             for why in qualified_name_errors(k) {
-                errs.push(FieldError::invalid("metadata.labels", Value::String(k.clone()), why));
+                errs.push(FieldError::invalid(
+                    "metadata.labels",
+                    Value::String(k.clone()),
+                    why,
+                ));
             }
             match v.as_str() {
                 Some(s) => {
                     for why in label_value_errors(s) {
-                        errs.push(FieldError::invalid(format!("metadata.labels"), v.clone(), why));
+                        errs.push(FieldError::invalid("metadata.labels", v.clone(), why));
                     }
                 }
-                None => errs.push(FieldError::invalid("metadata.labels", v.clone(), "must be a string")),
+                None => errs.push(FieldError::invalid(
+                    "metadata.labels",
+                    v.clone(),
+                    "must be a string",
+                )),
             }
         }
     }
@@ -298,7 +325,11 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
         let mut total = 0usize;
         for (k, v) in annotations {
             for why in qualified_name_errors(&k.to_ascii_lowercase()) {
-                errs.push(FieldError::invalid("metadata.annotations", Value::String(k.clone()), why));
+                errs.push(FieldError::invalid(
+                    "metadata.annotations",
+                    Value::String(k.clone()),
+                    why,
+                ));
             }
             total += k.len() + v.as_str().map_or(0, str::len);
         }
@@ -309,11 +340,19 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
     if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
         for (i, f) in finalizers.iter().enumerate() {
             let Some(s) = f.as_str() else {
-                errs.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), f.clone(), "must be a string"));
+                errs.push(FieldError::invalid(
+                    format!("metadata.finalizers[{i}]"),
+                    f.clone(),
+                    "must be a string",
+                ));
                 continue;
             };
             for why in qualified_name_errors(s) {
-                errs.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), f.clone(), why));
+                errs.push(FieldError::invalid(
+                    format!("metadata.finalizers[{i}]"),
+                    f.clone(),
+                    why,
+                ));
             }
             if !s.contains('/') && !STANDARD_FINALIZERS.contains(&s) {
                 warnings.push(format!(
@@ -326,8 +365,14 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
         let mut controllers = 0;
         for (i, r) in refs.iter().enumerate() {
             for field in ["apiVersion", "kind", "name", "uid"] {
-                if r.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
-                    errs.push(FieldError::required(format!("metadata.ownerReferences[{i}].{field}"), ""));
+                if r.get(field)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    errs.push(FieldError::required(
+                        format!("metadata.ownerReferences[{i}].{field}"),
+                        "",
+                    ));
                 }
             }
             if r.get("controller").and_then(Value::as_bool) == Some(true) {
@@ -381,12 +426,28 @@ mod tests {
     #[test]
     fn invalid_messages_quote_strings_and_keep_numbers_bare() {
         let e = FieldError::invalid("spec.size", json!("big"), "must be an integer");
-        assert_eq!(e.to_string(), "spec.size: Invalid value: \"big\": must be an integer");
-        let e = FieldError::invalid("spec.replicas", json!(-1), "must be greater than or equal to 0");
-        assert_eq!(e.message(), "Invalid value: -1: must be greater than or equal to 0");
+        assert_eq!(
+            e.to_string(),
+            "spec.size: Invalid value: \"big\": must be an integer"
+        );
+        let e = FieldError::invalid(
+            "spec.replicas",
+            json!(-1),
+            "must be greater than or equal to 0",
+        );
+        assert_eq!(
+            e.message(),
+            "Invalid value: -1: must be greater than or equal to 0"
+        );
         let e = FieldError::not_supported("dryRun", json!("x"), &["All"]);
-        assert_eq!(e.message(), "Unsupported value: \"x\": supported values: \"All\"");
-        assert_eq!(FieldError::required("metadata.name", "").message(), "Required value");
+        assert_eq!(
+            e.message(),
+            "Unsupported value: \"x\": supported values: \"All\""
+        );
+        assert_eq!(
+            FieldError::required("metadata.name", "").message(),
+            "Required value"
+        );
     }
 
     #[test]
@@ -413,6 +474,12 @@ mod tests {
         ]}});
         let (errs, _) = validate_object_meta(&obj);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, ["metadata.ownerReferences[1].uid", "metadata.ownerReferences"]);
+        assert_eq!(
+            fields,
+            [
+                "metadata.ownerReferences[1].uid",
+                "metadata.ownerReferences"
+            ]
+        );
     }
 }

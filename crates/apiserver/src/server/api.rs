@@ -114,7 +114,9 @@ pub struct ApiServer {
 
 impl std::fmt::Debug for ApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiServer").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("ApiServer")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -130,7 +132,10 @@ impl ApiServer {
     }
 
     /// Like [`ApiServer::start`], over a given backend (tests inject faults this way).
-    pub async fn start_with_backend(config: Config, backend: Arc<dyn Backend>) -> Result<ApiServer, ServerError> {
+    pub async fn start_with_backend(
+        config: Config,
+        backend: Arc<dyn Backend>,
+    ) -> Result<ApiServer, ServerError> {
         let store = Store::open(
             backend,
             StoreConfig::default().history_capacity(config.history_capacity),
@@ -152,7 +157,10 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval,
         });
         let tasks = TaskTracker::new();
-        tasks.spawn(crate::controllers::namespace::run(registry, stop.child_token()));
+        tasks.spawn(crate::controllers::namespace::run(
+            registry,
+            stop.child_token(),
+        ));
         app.ready.store(true, Ordering::SeqCst);
         Ok(ApiServer {
             router: http::router(app.clone()),
@@ -254,7 +262,10 @@ async fn seed_namespaces(registry: &Arc<Registry>) -> Result<(), ServerError> {
     };
     for name in INITIAL_NAMESPACES {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match registry.create(&namespaces, None, body, &WriteOptions::default()).await {
+        match registry
+            .create(&namespaces, None, body, &WriteOptions::default())
+            .await
+        {
             Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}
             Err(e) => return Err(ServerError::Seed(e.to_string())),
         }

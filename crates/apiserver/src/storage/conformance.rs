@@ -28,7 +28,11 @@ pub(super) async fn run_create_assigns_increasing_revisions(s: &dyn Storage) {
         s.create("/cm/ns/a", obj("a", "2")).await,
         Err(StorageError::AlreadyExists { .. })
     ));
-    assert_eq!(s.current_rv(), start + 2, "a failed create uses no revision");
+    assert_eq!(
+        s.current_rv(),
+        start + 2,
+        "a failed create uses no revision"
+    );
 }
 
 pub(super) async fn run_update_without_change_keeps_revision(s: &dyn Storage) {
@@ -96,7 +100,9 @@ pub(super) async fn run_list_pages_in_key_order(s: &dyn Storage) {
             .await
             .expect("create");
     }
-    s.create("/cm/other/z", obj("z", "1")).await.expect("create");
+    s.create("/cm/other/z", obj("z", "1"))
+        .await
+        .expect("create");
     let mut opts = ListOptions {
         limit: 2,
         ..Default::default()
@@ -240,9 +246,12 @@ pub(super) async fn run_live_watch_sees_new_writes(s: Arc<dyn Storage>) {
 }
 
 pub(super) async fn run_concurrent_updates_never_lose_a_write(s: Arc<dyn Storage>) {
-    s.create("/cm/ns/counter", json!({"metadata": {"name": "counter"}, "n": 0}))
-        .await
-        .expect("create");
+    s.create(
+        "/cm/ns/counter",
+        json!({"metadata": {"name": "counter"}, "n": 0}),
+    )
+    .await
+    .expect("create");
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let s = s.clone();
@@ -300,7 +309,10 @@ async fn a_failed_backend_write_is_reported_and_not_published() {
         .await
         .expect_err("injected");
     assert!(matches!(err, StorageError::Backend(BackendError::Injected)));
-    assert!(w.try_next().expect("no error").is_none(), "nothing published");
+    assert!(
+        w.try_next().expect("no error").is_none(),
+        "nothing published"
+    );
 }
 
 #[tokio::test]

@@ -305,7 +305,10 @@ mod tests {
         h.append(event(1, "/a/x"));
         h.append(event(2, "/b/x"));
         h.append(event(3, "/a/y"));
-        assert!(w.try_next().expect("next").is_none(), "nothing published yet");
+        assert!(
+            w.try_next().expect("next").is_none(),
+            "nothing published yet"
+        );
         h.publish(2);
         assert_eq!(w.next().await.expect("next").rv, 1);
         assert!(w.try_next().expect("next").is_none());

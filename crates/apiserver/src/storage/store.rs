@@ -75,14 +75,23 @@ type Ack = oneshot::Receiver<Result<(), BackendError>>;
 
 impl Store {
     /// Opens a store over `backend`, loading what it holds.
-    pub fn open(backend: Arc<dyn Backend>, config: StoreConfig) -> Result<Arc<Store>, BackendError> {
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+    ) -> Result<Arc<Store>, BackendError> {
         let loaded = backend.load()?;
         let mut objects = BTreeMap::new();
         let mut rv = loaded.max_rv;
         for record in loaded.records {
             if let Some(bytes) = record.value {
                 rv = rv.max(record.rv);
-                objects.insert(record.key, Stored { rv: record.rv, bytes });
+                objects.insert(
+                    record.key,
+                    Stored {
+                        rv: record.rv,
+                        bytes,
+                    },
+                );
             }
         }
         Ok(Arc::new(Store {

@@ -23,7 +23,11 @@ fn validate_selector(obj: &Value, errs: &mut Vec<FieldError>) {
         .into_iter()
         .flatten()
         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
-    for expr in selector["matchExpressions"].as_array().into_iter().flatten() {
+    for expr in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let key = expr["key"].as_str().unwrap_or_default();
         let value = labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         let values: Vec<&str> = expr["values"]
@@ -69,7 +73,11 @@ fn validate_workload(obj: &Value) -> Vec<FieldError> {
             "must be greater than or equal to 0",
         ));
     }
-    validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec", &mut errs);
+    validate_pod_spec(
+        &obj["spec"]["template"]["spec"],
+        "spec.template.spec",
+        &mut errs,
+    );
     errs
 }
 
@@ -88,14 +96,20 @@ pub(super) struct DeploymentStrategy;
 
 fn default_deployment(obj: &mut Value) {
     default_at(obj, &["spec", "replicas"], json!(1));
-    default_at(
-        obj,
-        &["spec", "strategy"],
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-    );
+    // An empty type means RollingUpdate, also when the strategy is sent as `{}` (kubectl
+    // `create deployment` does).
+    default_at(obj, &["spec", "strategy", "type"], json!("RollingUpdate"));
     if obj["spec"]["strategy"]["type"] == "RollingUpdate" {
-        default_at(obj, &["spec", "strategy", "rollingUpdate", "maxUnavailable"], json!("25%"));
-        default_at(obj, &["spec", "strategy", "rollingUpdate", "maxSurge"], json!("25%"));
+        default_at(
+            obj,
+            &["spec", "strategy", "rollingUpdate", "maxUnavailable"],
+            json!("25%"),
+        );
+        default_at(
+            obj,
+            &["spec", "strategy", "rollingUpdate", "maxSurge"],
+            json!("25%"),
+        );
     }
     default_at(obj, &["spec", "revisionHistoryLimit"], json!(10));
     default_at(obj, &["spec", "progressDeadlineSeconds"], json!(600));
@@ -186,10 +200,17 @@ mod tests {
 
     #[test]
     fn a_selector_that_misses_the_template_labels_is_invalid() {
-        let errs = DeploymentStrategy.validate(&deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "b"})));
+        let errs = DeploymentStrategy.validate(&deployment(
+            json!({"matchLabels": {"app": "a"}}),
+            json!({"app": "b"}),
+        ));
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.template.metadata.labels");
-        assert!(errs[0].message().contains("`selector` does not match template `labels`"));
+        assert!(
+            errs[0]
+                .message()
+                .contains("`selector` does not match template `labels`")
+        );
     }
 
     #[test]
@@ -207,8 +228,35 @@ mod tests {
         DeploymentStrategy.prepare_for_create(&mut d);
         assert_eq!(d["spec"]["replicas"], 1);
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
-        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "Always"
+        );
         assert_eq!(d["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
         assert_eq!(d["status"], json!({}));
+    }
+
+    #[test]
+    fn an_empty_strategy_is_defaulted_to_a_rolling_update() {
+        let mut d = deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
+        d["spec"]["strategy"] = json!({});
+        DeploymentStrategy.prepare_for_create(&mut d);
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        let mut recreate = deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
+        recreate["spec"]["strategy"] = json!({"type": "Recreate"});
+        DeploymentStrategy.prepare_for_create(&mut recreate);
+        assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    #[test]
+    fn defaulting_a_pod_template_adds_no_null_fields() {
+        let mut d = deployment(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
+        DeploymentStrategy.prepare_for_create(&mut d);
+        let spec = &d["spec"]["template"]["spec"];
+        assert!(spec.get("initContainers").is_none(), "{spec}");
+        assert!(spec["containers"][0].get("ports").is_none(), "{spec}");
     }
 }

@@ -52,7 +52,8 @@ fn check_data_keys(obj: &Value, errs: &mut Vec<FieldError>) {
         for (k, v) in map.into_iter().flatten() {
             let ok = !k.is_empty()
                 && k.len() <= 253
-                && k.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+                && k.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
             if !ok {
                 errs.push(FieldError::invalid(
                     format!("{field}[{k}]"),
@@ -145,14 +146,22 @@ impl Strategy for SecretStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         fold_string_data(obj);
-        if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if obj
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             obj["type"] = json!("Opaque");
         }
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         fold_string_data(new);
-        if new.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if new
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             new["type"] = old.get("type").cloned().unwrap_or_else(|| json!("Opaque"));
         }
     }
@@ -227,7 +236,10 @@ impl Strategy for ServiceStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_at(obj, &["spec", "type"], json!("ClusterIP"));
         default_at(obj, &["spec", "sessionAffinity"], json!("None"));
-        let kind = obj["spec"]["type"].as_str().unwrap_or("ClusterIP").to_string();
+        let kind = obj["spec"]["type"]
+            .as_str()
+            .unwrap_or("ClusterIP")
+            .to_string();
         if kind != "ExternalName" {
             default_at(obj, &["spec", "internalTrafficPolicy"], json!("Cluster"));
             default_at(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
@@ -239,7 +251,7 @@ impl Strategy for ServiceStrategy {
             obj["spec"]["clusterIP"] = json!(ip);
             obj["spec"]["clusterIPs"] = json!([ip]);
         }
-        if let Some(ports) = obj["spec"]["ports"].as_array_mut() {
+        if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for p in ports {
                 default_at(p, &["protocol"], json!("TCP"));
                 if p.get("targetPort").is_none() {
@@ -255,7 +267,7 @@ impl Strategy for ServiceStrategy {
             new["spec"]["clusterIP"] = old["spec"]["clusterIP"].clone();
             new["spec"]["clusterIPs"] = old["spec"]["clusterIPs"].clone();
         }
-        if let Some(ports) = new["spec"]["ports"].as_array_mut() {
+        if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for p in ports {
                 default_at(p, &["protocol"], json!("TCP"));
                 if p.get("targetPort").is_none() {
@@ -311,13 +323,22 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     default_at(spec, &["securityContext"], json!({}));
     default_at(spec, &["schedulerName"], json!("default-scheduler"));
     for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec[list].as_array_mut() {
+        // `get_mut`, not `spec[list]`: indexing a missing key would insert `null`.
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in containers {
-                default_at(c, &["terminationMessagePath"], json!("/dev/termination-log"));
+                default_at(
+                    c,
+                    &["terminationMessagePath"],
+                    json!("/dev/termination-log"),
+                );
                 default_at(c, &["terminationMessagePolicy"], json!("File"));
                 default_at(c, &["resources"], json!({}));
                 let image = c["image"].as_str().unwrap_or_default();
-                let tag = image.rsplit('/').next().and_then(|last| last.split_once(':')).map(|(_, t)| t);
+                let tag = image
+                    .rsplit('/')
+                    .next()
+                    .and_then(|last| last.split_once(':'))
+                    .map(|(_, t)| t);
                 let policy = if image.contains('@') {
                     "IfNotPresent"
                 } else if tag.is_none() || tag == Some("latest") {
@@ -326,7 +347,7 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
                     "IfNotPresent"
                 };
                 default_at(c, &["imagePullPolicy"], json!(policy));
-                if let Some(ports) = c["ports"].as_array_mut() {
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports {
                         default_at(p, &["protocol"], json!("TCP"));
                     }
@@ -345,13 +366,22 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
                 match c["name"].as_str() {
                     Some(n) if !n.is_empty() => {
                         if !names.insert(n) {
-                            errs.push(FieldError::duplicate(format!("{path}.containers[{i}].name"), json!(n)));
+                            errs.push(FieldError::duplicate(
+                                format!("{path}.containers[{i}].name"),
+                                json!(n),
+                            ));
                         }
                     }
-                    _ => errs.push(FieldError::required(format!("{path}.containers[{i}].name"), "")),
+                    _ => errs.push(FieldError::required(
+                        format!("{path}.containers[{i}].name"),
+                        "",
+                    )),
                 }
                 if c["image"].as_str().is_none_or(str::is_empty) {
-                    errs.push(FieldError::required(format!("{path}.containers[{i}].image"), ""));
+                    errs.push(FieldError::required(
+                        format!("{path}.containers[{i}].image"),
+                        "",
+                    ));
                 }
             }
         }
@@ -389,7 +419,7 @@ impl Strategy for PodStrategy {
         let strip = |spec: &Value| {
             let mut s = spec.clone();
             for list in ["containers", "initContainers"] {
-                if let Some(cs) = s[list].as_array_mut() {
+                if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
                     for c in cs {
                         if let Some(m) = c.as_object_mut() {
                             m.remove("image");
@@ -428,8 +458,14 @@ impl Strategy for PodStrategy {
 
     fn field_value(&self, obj: &Value, label: &str) -> String {
         match label {
-            "spec.hostNetwork" => obj["spec"]["hostNetwork"].as_bool().unwrap_or(false).to_string(),
-            "status.podIPs" => obj["status"]["podIPs"][0]["ip"].as_str().unwrap_or_default().into(),
+            "spec.hostNetwork" => obj["spec"]["hostNetwork"]
+                .as_bool()
+                .unwrap_or(false)
+                .to_string(),
+            "status.podIPs" => obj["status"]["podIPs"][0]["ip"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
             _ => crate::registry::strategy::dotted(obj, label),
         }
     }
@@ -489,7 +525,10 @@ impl Strategy for EventStrategy {
 
     fn field_value(&self, obj: &Value, label: &str) -> String {
         match label {
-            "source" => obj["source"]["component"].as_str().unwrap_or_default().into(),
+            "source" => obj["source"]["component"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
             _ => crate::registry::strategy::dotted(obj, label),
         }
     }

@@ -27,7 +27,14 @@ const RENAMED: [(&str, &str); 7] = [
 
 /// Fields with the same name in both versions.
 const SHARED: [&str; 8] = [
-    "metadata", "eventTime", "series", "action", "reason", "related", "type", "reportingInstance",
+    "metadata",
+    "eventTime",
+    "series",
+    "action",
+    "reason",
+    "related",
+    "type",
+    "reportingInstance",
 ];
 
 fn convert(obj: Value, api_version: &str, to_core: bool) -> Value {
@@ -63,11 +70,11 @@ impl Strategy for EventsV1Strategy {
         decode_typed::<Event>(obj)
     }
 
-    fn to_storage(&self, obj: Value) -> Value {
+    fn to_stored(&self, obj: Value) -> Value {
         convert(obj, "v1", true)
     }
 
-    fn from_storage(&self, obj: Value) -> Value {
+    fn to_served(&self, obj: Value) -> Value {
         convert(obj, "events.k8s.io/v1", false)
     }
 
@@ -80,8 +87,17 @@ impl Strategy for EventsV1Strategy {
         if obj.get("eventTime").is_none_or(Value::is_null) {
             errs.push(FieldError::required("eventTime", ""));
         }
-        for field in ["reportingController", "reportingInstance", "action", "reason"] {
-            if obj.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+        for field in [
+            "reportingController",
+            "reportingInstance",
+            "action",
+            "reason",
+        ] {
+            if obj
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 errs.push(FieldError::required(field, ""));
             }
         }

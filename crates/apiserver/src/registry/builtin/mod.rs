@@ -29,7 +29,12 @@ struct Def {
 }
 
 impl Def {
-    fn new(group: &'static str, kind: &'static str, plural: &'static str, strategy: Arc<dyn Strategy>) -> Self {
+    fn new(
+        group: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        strategy: Arc<dyn Strategy>,
+    ) -> Self {
         Def {
             group,
             kind,
@@ -77,7 +82,11 @@ impl Def {
 
     fn build(self) -> Resource {
         let version = "v1".to_string();
-        let group_dir = if self.group.is_empty() { "core" } else { self.group };
+        let group_dir = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
         let mut verbs = ALL_VERBS.to_vec();
         if self.kind == "Namespace" {
             verbs.retain(|v| *v != "deletecollection");
@@ -91,7 +100,11 @@ impl Def {
             singular: self.kind.to_ascii_lowercase(),
             namespaced: self.namespaced,
             short_names: self.short_names.iter().map(|s| s.to_string()).collect(),
-            categories: if self.all { vec!["all".into()] } else { Vec::new() },
+            categories: if self.all {
+                vec!["all".into()]
+            } else {
+                Vec::new()
+            },
             verbs,
             subresources: Subresources {
                 status: self.status,
@@ -116,13 +129,24 @@ pub fn resources() -> Vec<Resource> {
     let core_events = Arc::new(core::EventStrategy);
     let defs = vec![
         // core/v1
-        Def::new("", "ConfigMap", "configmaps", Arc::new(core::ConfigMapStrategy)).short(&["cm"]),
+        Def::new(
+            "",
+            "ConfigMap",
+            "configmaps",
+            Arc::new(core::ConfigMapStrategy),
+        )
+        .short(&["cm"]),
         Def::new("", "Event", "events", core_events).short(&["ev"]),
         {
-            let mut d = Def::new("", "Namespace", "namespaces", Arc::new(core::NamespaceStrategy))
-                .cluster()
-                .short(&["ns"])
-                .with_status();
+            let mut d = Def::new(
+                "",
+                "Namespace",
+                "namespaces",
+                Arc::new(core::NamespaceStrategy),
+            )
+            .cluster()
+            .short(&["ns"])
+            .with_status();
             d.other_subresources = &["finalize"];
             d
         },
@@ -131,39 +155,93 @@ pub fn resources() -> Vec<Resource> {
             .in_all()
             .with_status(),
         Def::new("", "Secret", "secrets", Arc::new(core::SecretStrategy)),
-        Def::new("", "ServiceAccount", "serviceaccounts", Arc::new(core::ServiceAccountStrategy)).short(&["sa"]),
-        Def::new("", "Service", "services", Arc::new(core::ServiceStrategy::new()))
-            .short(&["svc"])
-            .in_all()
-            .with_status(),
+        Def::new(
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            Arc::new(core::ServiceAccountStrategy),
+        )
+        .short(&["sa"]),
+        Def::new(
+            "",
+            "Service",
+            "services",
+            Arc::new(core::ServiceStrategy::new()),
+        )
+        .short(&["svc"])
+        .in_all()
+        .with_status(),
         // apps/v1
-        Def::new("apps", "Deployment", "deployments", Arc::new(apps::DeploymentStrategy))
-            .short(&["deploy"])
-            .in_all()
-            .with_status()
-            .with_scale(),
-        Def::new("apps", "ReplicaSet", "replicasets", Arc::new(apps::ReplicaSetStrategy))
-            .short(&["rs"])
-            .in_all()
-            .with_status()
-            .with_scale(),
+        Def::new(
+            "apps",
+            "Deployment",
+            "deployments",
+            Arc::new(apps::DeploymentStrategy),
+        )
+        .short(&["deploy"])
+        .in_all()
+        .with_status()
+        .with_scale(),
+        Def::new(
+            "apps",
+            "ReplicaSet",
+            "replicasets",
+            Arc::new(apps::ReplicaSetStrategy),
+        )
+        .short(&["rs"])
+        .in_all()
+        .with_status()
+        .with_scale(),
         // coordination.k8s.io/v1
-        Def::new("coordination.k8s.io", "Lease", "leases", Arc::new(other::LeaseStrategy)),
+        Def::new(
+            "coordination.k8s.io",
+            "Lease",
+            "leases",
+            Arc::new(other::LeaseStrategy),
+        ),
         // events.k8s.io/v1: the same objects as core Events, another schema
-        Def::new("events.k8s.io", "Event", "events", Arc::new(events::EventsV1Strategy))
-            .short(&["ev"])
-            .stored_at("/core/events"),
+        Def::new(
+            "events.k8s.io",
+            "Event",
+            "events",
+            Arc::new(events::EventsV1Strategy),
+        )
+        .short(&["ev"])
+        .stored_at("/core/events"),
         // rbac.authorization.k8s.io/v1
-        Def::new("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", Arc::new(other::RbacStrategy::ClusterRoleBinding)).cluster(),
-        Def::new("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", Arc::new(other::RbacStrategy::ClusterRole)).cluster(),
-        Def::new("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", Arc::new(other::RbacStrategy::RoleBinding)),
-        Def::new("rbac.authorization.k8s.io", "Role", "roles", Arc::new(other::RbacStrategy::Role)),
+        Def::new(
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            Arc::new(other::RbacStrategy::ClusterRoleBinding),
+        )
+        .cluster(),
+        Def::new(
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            "clusterroles",
+            Arc::new(other::RbacStrategy::ClusterRole),
+        )
+        .cluster(),
+        Def::new(
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            "rolebindings",
+            Arc::new(other::RbacStrategy::RoleBinding),
+        ),
+        Def::new(
+            "rbac.authorization.k8s.io",
+            "Role",
+            "roles",
+            Arc::new(other::RbacStrategy::Role),
+        ),
     ];
     defs.into_iter().map(Def::build).collect()
 }
 
 /// The namespaces that exist when the server first starts.
-pub const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Namespaces that may never be deleted.
 pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];

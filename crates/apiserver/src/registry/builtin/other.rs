@@ -93,8 +93,10 @@ impl Strategy for RbacStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        if matches!(self, RbacStrategy::RoleBinding | RbacStrategy::ClusterRoleBinding)
-            && new["roleRef"] != old["roleRef"]
+        if matches!(
+            self,
+            RbacStrategy::RoleBinding | RbacStrategy::ClusterRoleBinding
+        ) && new["roleRef"] != old["roleRef"]
         {
             errs.push(FieldError::invalid(
                 "roleRef",
