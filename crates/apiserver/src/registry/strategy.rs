@@ -246,3 +246,22 @@ mod tests {
         assert_eq!(dotted(&v, "status.phase"), "");
     }
 }
+
+#[cfg(test)]
+mod time_format_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn timestamps_keep_kubernetes_precision_through_decoding() {
+        let d = decode_typed::<k8s_openapi::api::coordination::v1::Lease>(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "l", "creationTimestamp": "2024-05-01T12:00:00Z"},
+            "spec": {"renewTime": "2024-05-01T12:00:00.123456Z", "acquireTime": "2024-05-01T12:00:00.000000Z"}
+        }))
+        .expect("decodes");
+        assert_eq!(d.object["spec"]["renewTime"], "2024-05-01T12:00:00.123456Z");
+        assert_eq!(d.object["spec"]["acquireTime"], "2024-05-01T12:00:00.000000Z");
+        assert_eq!(d.object["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
+    }
+}
