@@ -223,7 +223,12 @@ mod tests {
         }
         let mut req = req.body(axum::body::Body::empty()).expect("valid request");
         req.extensions_mut().insert(Transport { tls: true });
-        router.clone().oneshot(req).await.expect("infallible").status()
+        router
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("infallible")
+            .status()
     }
 
     #[tokio::test]
@@ -231,11 +236,20 @@ mod tests {
         let server = ApiServer::start(Config::default()).await.expect("start");
         let router = server.router();
         let good = format!("Bearer {}", server.admin_token().expect("token"));
-        assert_eq!(status_of(&router, "/version", Some(&good)).await, StatusCode::OK);
-        assert_eq!(status_of(&router, "/api/v1/namespaces", Some(&good)).await, StatusCode::OK);
+        assert_eq!(
+            status_of(&router, "/version", Some(&good)).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            status_of(&router, "/api/v1/namespaces", Some(&good)).await,
+            StatusCode::OK
+        );
         // Without credentials only the public paths answer.
         assert_eq!(status_of(&router, "/version", None).await, StatusCode::OK);
-        assert_eq!(status_of(&router, "/api/v1/namespaces", None).await, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            status_of(&router, "/api/v1/namespaces", None).await,
+            StatusCode::UNAUTHORIZED
+        );
         // A presented but wrong token is never downgraded to anonymous.
         for path in ["/version", "/healthz", "/api/v1/namespaces"] {
             assert_eq!(

@@ -261,7 +261,13 @@ mod time_format_tests {
         }))
         .expect("decodes");
         assert_eq!(d.object["spec"]["renewTime"], "2024-05-01T12:00:00.123456Z");
-        assert_eq!(d.object["spec"]["acquireTime"], "2024-05-01T12:00:00.000000Z");
-        assert_eq!(d.object["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
+        assert_eq!(
+            d.object["spec"]["acquireTime"],
+            "2024-05-01T12:00:00.000000Z"
+        );
+        assert_eq!(
+            d.object["metadata"]["creationTimestamp"],
+            "2024-05-01T12:00:00Z"
+        );
     }
 }

@@ -297,6 +297,54 @@ async fn memory_backend_conforms() {
     run_all(memory_store).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_backend_conforms() {
+    let dirs = std::sync::Mutex::new(Vec::new());
+    run_all(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let backend = WalBackend::open(dir.path()).expect("open");
+        dirs.lock().expect("lock").push(dir);
+        Store::open(Arc::new(backend), StoreConfig::default()).expect("store") as Arc<dyn Storage>
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_wal_store_reopens_with_its_objects_and_clock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rv, deleted_rv) = {
+        let s = Store::open(
+            Arc::new(WalBackend::open(dir.path()).expect("open")),
+            StoreConfig::default(),
+        )
+        .expect("store");
+        let a = s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+        s.create("/cm/ns/b", obj("b", "1")).await.expect("create");
+        let d = s
+            .delete("/cm/ns/b", &Preconditions::default())
+            .await
+            .expect("delete");
+        (a.rv, d.rv)
+    };
+    let s = Store::open(
+        Arc::new(WalBackend::open(dir.path()).expect("reopen")),
+        StoreConfig::default(),
+    )
+    .expect("store");
+    assert_eq!(s.get("/cm/ns/a").expect("a survives").rv, rv);
+    assert!(matches!(
+        s.get("/cm/ns/b"),
+        Err(StorageError::NotFound { .. })
+    ));
+    assert_eq!(
+        s.current_rv(),
+        deleted_rv,
+        "the clock resumes after the deletion"
+    );
+    let c = s.create("/cm/ns/c", obj("c", "1")).await.expect("create");
+    assert_eq!(c.rv, deleted_rv + 1);
+}
+
 #[tokio::test]
 async fn a_failed_backend_write_is_reported_and_not_published() {
     let (backend, failing) = FaultyBackend::new(MemoryBackend);

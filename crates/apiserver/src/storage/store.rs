@@ -137,9 +137,7 @@ impl Store {
     ) -> Result<(Stored, Ack), StorageError> {
         let rv = state.rv + 1;
         set_resource_version(&mut obj, rv);
-        let bytes = Bytes::from(
-            serde_json::to_vec(&obj).map_err(|e| StorageError::Internal(e.to_string()))?,
-        );
+        let bytes = encode(&obj)?;
         state.rv = rv;
         let stored = Stored {
             rv,
@@ -172,9 +170,7 @@ impl Store {
     ) -> Result<(Stored, Ack), StorageError> {
         let rv = state.rv + 1;
         set_resource_version(&mut last, rv);
-        let bytes = Bytes::from(
-            serde_json::to_vec(&last).map_err(|e| StorageError::Internal(e.to_string()))?,
-        );
+        let bytes = encode(&last)?;
         state.rv = rv;
         state.objects.remove(&key);
         let record = Record {
@@ -418,6 +414,14 @@ impl Store {
             remaining,
         })
     }
+}
+
+/// Encodes an object compactly, without spare capacity: stored bytes live as long as the
+/// object, so slack from the encoder's buffer growth would be memory wasted per object.
+fn encode(obj: &Value) -> Result<Bytes, StorageError> {
+    let mut buf = serde_json::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
+    buf.shrink_to_fit();
+    Ok(Bytes::from(buf))
 }
 
 /// The key of the last item before index `i` (the last one returned).
