@@ -260,4 +260,38 @@ mod tests {
         }
         server.shutdown().await;
     }
+
+    async fn patch_status(router: &Router, content_type: &str, query: &str) -> StatusCode {
+        let req = http::Request::patch(format!("/api/v1/namespaces/default/configmaps/c?{query}"))
+            .header(header::CONTENT_TYPE, content_type)
+            .body(axum::body::Body::from(r#"{"data":{"a":"1"}}"#))
+            .expect("valid request");
+        router
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("infallible")
+            .status()
+    }
+
+    #[tokio::test]
+    async fn force_is_judged_after_the_patch_type() {
+        let server = ApiServer::start(Config::default()).await.expect("start");
+        let router = server.router();
+        // kubectl `apply --server-side` always sends `force`; its patch type decides the answer.
+        assert_eq!(
+            patch_status(
+                &router,
+                "application/apply-patch+yaml",
+                "fieldManager=kubectl&force=false"
+            )
+            .await,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+        assert_eq!(
+            patch_status(&router, "application/merge-patch+json", "force=true").await,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        server.shutdown().await;
+    }
 }

@@ -371,7 +371,12 @@ async fn object(
         }
         Method::PATCH => {
             let opts = write_options(q)?;
-            if q.contains_key("force") {
+            // The content type first: kubectl `apply --server-side` always sends `force`, and
+            // an apply patch must get the 415 for its type, not a complaint about `force`.
+            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+                accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
+            })?;
+            if q.contains_key("force") && ty != negotiate::BodyType::ApplyPatch {
                 return Err(ApiError::invalid_options(
                     "PatchOptions",
                     vec![crate::registry::validation::FieldError::forbidden(
@@ -380,9 +385,6 @@ async fn object(
                     )],
                 ));
             }
-            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
-                accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
-            })?;
             let bytes = read_body(body).await?;
             let patch = Patch::parse(ty, &bytes, true)?;
             let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;

@@ -614,8 +614,14 @@ impl Registry {
                         .pointer("/metadata/finalizers")
                         .and_then(Value::as_array)
                         .is_none_or(Vec::is_empty);
+                    // A namespace also waits for its spec finalizers (the namespace controller's).
+                    let spec_finalizers_left = res.kind == "Namespace"
+                        && new
+                            .pointer("/spec/finalizers")
+                            .and_then(Value::as_array)
+                            .is_some_and(|f| !f.is_empty());
                     let stored = res.strategy.to_stored(new);
-                    if deleting && no_finalizers && res.kind != "Namespace" {
+                    if deleting && no_finalizers && !spec_finalizers_left {
                         Update::Delete(stored)
                     } else {
                         Update::Put(stored)

@@ -14,7 +14,7 @@ Protocol with the Rust side (stdout, one line each, flushed):
 import sys
 import traceback
 
-from kubernetes import client, config, watch
+from kubernetes import client, config, dynamic, watch
 from kubernetes.client.rest import ApiException
 
 
@@ -102,6 +102,43 @@ def main(kubeconfig, ns):
     # Namespaces list (cluster-scoped) deserializes too.
     nss = [n.metadata.name for n in v1.list_namespace().items]
     check("default" in nss, f"namespaces {nss}")
+
+    # Discovery documents: the models require serverAddressByClientCIDRs, singularName, verbs.
+    versions = client.CoreApi().get_api_versions()
+    check(versions.versions == ["v1"], f"core versions {versions.versions}")
+    resources = {r.name: r for r in v1.get_api_resources().resources}
+    check("configmaps" in resources, f"core resources {sorted(resources)}")
+    check(resources["configmaps"].singular_name == "configmap", "configmaps singularName")
+    check("watch" in resources["configmaps"].verbs, "configmaps verbs")
+    groups = [g.name for g in client.ApisApi().get_api_versions().groups]
+    check("apps" in groups, f"groups {groups}")
+
+    # A Deployment and its scale subresource (V1ScaleStatus requires replicas).
+    apps = client.AppsV1Api()
+    deployment = client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="py-web"),
+        spec=client.V1DeploymentSpec(
+            selector=client.V1LabelSelector(match_labels={"app": "py-web"}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "py-web"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="web", image="nginx")]),
+            ),
+        ),
+    )
+    made = apps.create_namespaced_deployment(ns, deployment)
+    check(made.spec.replicas == 1, f"defaulted replicas {made.spec.replicas}")
+    check(made.spec.strategy.type == "RollingUpdate", f"defaulted strategy {made.spec.strategy}")
+    scale = apps.read_namespaced_deployment_scale("py-web", ns)
+    check(scale.spec.replicas == 1 and scale.status.replicas == 0, f"scale {scale}")
+    check(scale.status.selector == "app=py-web", f"scale selector {scale.status.selector}")
+    scaled = apps.patch_namespaced_deployment_scale("py-web", ns, {"spec": {"replicas": 4}})
+    check(scaled.spec.replicas == 4, f"scaled {scaled.spec}")
+
+    # The dynamic client discovers through the legacy documents.
+    dyn = dynamic.DynamicClient(client.ApiClient())
+    dyn_cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    dyn_names = [i.metadata.name for i in dyn_cms.get(namespace=ns).items]
+    check({"from-python", "from-rust"} <= set(dyn_names), f"dynamic list {dyn_names}")
 
     print("OK", flush=True)
 
