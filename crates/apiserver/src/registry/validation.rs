@@ -243,50 +243,15 @@ pub fn check_name(rule: NameRule, name: &str) -> Vec<String> {
     why
 }
 
-/// Whether `s` is a qualified name (`[prefix/]name`) as used for label keys and finalizers.
+/// What is wrong with a qualified name (`[prefix/]name`: label keys, annotation keys,
+/// finalizers), in Kubernetes' words; empty when it is valid.
 pub fn qualified_name_errors(s: &str) -> Vec<String> {
-    let (prefix, name) = match s.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
-    let mut why = Vec::new();
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            why.push("prefix part must be non-empty".to_string());
-        } else if !is_subdomain(p) {
-            why.push(format!("prefix part {SUBDOMAIN_FMT}"));
-        }
-    }
-    if name.is_empty() {
-        why.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        why.push("name part must be no more than 63 characters".to_string());
-    }
-    if !name.is_empty() && !is_label_name_part(name) {
-        why.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
-    }
-    why
+    crate::selector::label::key_errors(s)
 }
 
-fn is_label_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-/// Whether `s` is a valid label value (empty allowed).
+/// What is wrong with a label value (empty is allowed), in Kubernetes' words.
 pub fn label_value_errors(s: &str) -> Vec<String> {
-    let mut why = Vec::new();
-    if s.len() > 63 {
-        why.push("must be no more than 63 characters".to_string());
-    }
-    if !s.is_empty() && !is_label_name_part(s) {
-        why.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
-    }
-    why
+    crate::selector::label::value_errors(s)
 }
 
 /// Finalizer names that need no domain prefix.

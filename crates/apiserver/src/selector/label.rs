@@ -645,7 +645,7 @@ const MAX_NAME_LENGTH: usize = 63;
 const MAX_PREFIX_LENGTH: usize = 253;
 
 /// What is wrong with a label key (a qualified name, `[prefix/]name`), in Kubernetes' words.
-fn key_errors(key: &str) -> Vec<String> {
+pub(crate) fn key_errors(key: &str) -> Vec<String> {
     let mut errors = Vec::new();
     let name = match key.split('/').collect::<Vec<_>>()[..] {
         [name] => name,
@@ -685,7 +685,7 @@ fn key_errors(key: &str) -> Vec<String> {
 }
 
 /// What is wrong with a label value, in Kubernetes' words.
-fn value_errors(value: &str) -> Vec<String> {
+pub(crate) fn value_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > MAX_NAME_LENGTH {
         errors.push(format!("must be no more than {MAX_NAME_LENGTH} characters"));

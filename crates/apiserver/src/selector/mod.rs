@@ -14,7 +14,7 @@
 //! Errors are [`SelectorError`]s whose `Display` is the message for the 400 BadRequest Status.
 
 mod field;
-mod label;
+pub(crate) mod label;
 
 pub(crate) use field::FieldSelector;
 pub(crate) use label::LabelSelector;
