@@ -1,0 +1,338 @@
+//! `kore-bench`: measures kore-apiserver against its performance targets and against etcd on
+//! the same machine, prints a Markdown table (metric, kore, etcd, ratio, target, PASS/MISS) and
+//! writes `apiserver.md`, `apiserver.json` and `apiserver.svg` to the output directory.
+//!
+//! It builds nothing: run it through `bash bench/run.sh`, which builds the release binaries,
+//! installs etcd when it is missing and passes the paths. What each number means and how it is
+//! measured: `docs/design/benchmarks.md`.
+//!
+//! The servers under test run as separate processes (`kore apiserver`, `etcd`), so their memory
+//! can be read from /proc and the load generator does not share their runtime. Only
+//! `TestEnv::start()` runs in this process, because that is what it is for.
+
+mod clients;
+mod load;
+mod procs;
+mod report;
+mod scenarios;
+mod svg;
+mod watch;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use crate::procs::Storage;
+use crate::report::{Machine, Peer, Results};
+use crate::scenarios::Settings;
+
+/// Benchmarks kore-apiserver against its targets and etcd (run it via `bash bench/run.sh`).
+#[derive(Parser, Debug)]
+#[command(name = "kore-bench", args_override_self = true)]
+struct Args {
+    /// The `kore` binary (a release build).
+    #[arg(long)]
+    kore: PathBuf,
+    /// The `etcd` binary; without it the etcd column reads n/a.
+    #[arg(long)]
+    etcd: Option<PathBuf>,
+    /// Why etcd is not available (printed in the report when --etcd is absent).
+    #[arg(long)]
+    etcd_unavailable: Option<String>,
+    /// Where to write apiserver.{md,json,svg}.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// Where servers keep data and logs; should be on the disk being measured, not tmpfs.
+    #[arg(long, default_value = "target/kore-bench")]
+    scratch: PathBuf,
+    /// Warm-up before each throughput window, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Length of each throughput window, in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    window: f64,
+    /// Concurrency levels of the throughput runs.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    /// ConfigMaps stored for the memory measurement.
+    #[arg(long, default_value_t = 100_000)]
+    memory_objects: u64,
+    /// ConfigMaps in the listed namespace.
+    #[arg(long, default_value_t = 10_000)]
+    list_objects: u64,
+    /// Watchers in the fan-out test.
+    #[arg(long, default_value_t = 100)]
+    watchers: usize,
+    /// Events written in the fan-out test.
+    #[arg(long, default_value_t = 200)]
+    watch_events: usize,
+    /// Run one measurement only and print it, writing no files (to profile a server with
+    /// perf or strace while it runs).
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+}
+
+/// The measurements `--only` can pick.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Only {
+    /// In-process `TestEnv::start()`.
+    Testenv,
+    /// Process start to ready.
+    Start,
+    /// Creates/s, in memory.
+    CreatesMemory,
+    /// Creates/s, durable.
+    CreatesDurable,
+    /// etcd puts/s (values the size of the posted ConfigMap).
+    Etcd,
+    /// The full list and the watch fan-out.
+    ListWatch,
+    /// Resident memory.
+    Memory,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let kore = std::fs::canonicalize(&args.kore)
+        .with_context(|| format!("no kore binary at {}", args.kore.display()))?;
+    std::fs::create_dir_all(&args.scratch)
+        .with_context(|| format!("creating {}", args.scratch.display()))?;
+    let scratch = std::fs::canonicalize(&args.scratch)?;
+    // Logs of the previous run would only confuse.
+    let _ = std::fs::remove_dir_all(scratch.join("logs"));
+    let machine = machine(&scratch);
+    let settings = Settings {
+        kore,
+        scratch,
+        warmup: Duration::from_secs_f64(args.warmup),
+        measure: Duration::from_secs_f64(args.window),
+        clients: args.clients.clone(),
+        fill_clients: 64,
+        memory_objects: args.memory_objects,
+        list_objects: args.list_objects,
+        list_repeats: 9,
+        watchers: args.watchers,
+        watch_events: args.watch_events,
+        watch_interval: Duration::from_millis(10),
+        process_starts: 7,
+        testenv_starts: 20,
+    };
+
+    if let Some(only) = args.only {
+        return run_one(only, &settings, args.etcd.as_deref()).await;
+    }
+
+    eprintln!("kore-bench: in-process TestEnv::start()");
+    let testenv_start = scenarios::testenv_start(&settings).await?;
+    eprintln!("kore-bench: process start to ready");
+    let process_start = vec![
+        scenarios::process_start(&settings, Storage::Memory).await?,
+        scenarios::process_start(&settings, Storage::Durable).await?,
+    ];
+    eprintln!("kore-bench: creates/s, in memory");
+    let (kore_memory, sample) = scenarios::kore_creates(&settings, Storage::Memory).await?;
+    eprintln!("kore-bench: creates/s, durable");
+    let (kore_durable, _) = scenarios::kore_creates(&settings, Storage::Durable).await?;
+    let etcd = match &args.etcd {
+        Some(etcd) => {
+            let version = procs::etcd_version(etcd)?;
+            eprintln!("kore-bench: puts/s, {version}");
+            let runs = scenarios::etcd_puts(&settings, etcd.clone(), sample.clone()).await?;
+            Peer {
+                version: Some(version),
+                unavailable: None,
+                puts: scenarios::best_per_level(&runs),
+                runs,
+            }
+        }
+        None => {
+            let why = args
+                .etcd_unavailable
+                .clone()
+                .unwrap_or_else(|| "no --etcd given".to_owned());
+            eprintln!("kore-bench: WARNING: etcd is not available ({why}); no comparison");
+            Peer {
+                version: None,
+                unavailable: Some(why),
+                puts: Vec::new(),
+                runs: Vec::new(),
+            }
+        }
+    };
+    eprintln!("kore-bench: list and watch fan-out");
+    let (list, watch) = scenarios::list_and_watch(&settings).await?;
+    eprintln!("kore-bench: resident memory");
+    let memory = scenarios::memory(&settings).await?;
+
+    let results = Results {
+        machine,
+        warmup_seconds: args.warmup,
+        window_seconds: args.window,
+        request_bytes: load::configmap("bench-m064-00-00000000").len(),
+        stored_bytes: sample.len(),
+        kore_memory,
+        kore_durable,
+        etcd,
+        list,
+        watch,
+        process_start,
+        testenv_start,
+        memory,
+        runtime_seconds: started.elapsed().as_secs_f64(),
+    };
+    let rows = report::rows(&results);
+    let table = report::markdown_table(&rows);
+    println!("{table}");
+    println!("{}", report::notes(&results));
+    report::write_files(&args.out, &results, &rows, &table)?;
+    eprintln!(
+        "kore-bench: wrote {}/apiserver.{{md,json,svg}} in {:.0} s",
+        args.out.display(),
+        results.runtime_seconds
+    );
+    Ok(())
+}
+
+/// Runs one measurement and prints what it found.
+async fn run_one(only: Only, settings: &Settings, etcd: Option<&Path>) -> anyhow::Result<()> {
+    match only {
+        Only::Testenv => {
+            eprintln!("{:?}", scenarios::testenv_start(settings).await?);
+        }
+        Only::Start => {
+            for storage in [Storage::Memory, Storage::Durable] {
+                eprintln!("{:?}", scenarios::process_start(settings, storage).await?);
+            }
+        }
+        Only::CreatesMemory => {
+            scenarios::kore_creates(settings, Storage::Memory).await?;
+        }
+        Only::CreatesDurable => {
+            scenarios::kore_creates(settings, Storage::Durable).await?;
+        }
+        Only::Etcd => {
+            let etcd = etcd.context("--only etcd needs --etcd")?.to_path_buf();
+            let value = load::configmap("bench-s000-00-00000000");
+            scenarios::etcd_puts(settings, etcd, value).await?;
+        }
+        Only::ListWatch => {
+            scenarios::list_and_watch(settings).await?;
+        }
+        Only::Memory => {
+            scenarios::memory(settings).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Facts about the machine, each best-effort ("unknown" when unreadable).
+fn machine(scratch: &Path) -> Machine {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown", |(_, v)| v.trim())
+        .to_owned();
+    let memory_bytes = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024);
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(status) if !status.is_empty() => format!("{hash}+dirty"),
+            _ => hash,
+        },
+        None => "unknown".to_owned(),
+    };
+    Machine {
+        date: jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string()),
+        commit,
+        nproc: std::thread::available_parallelism().map_or(0, usize::from),
+        cpu,
+        memory_bytes,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+        scratch_fs: filesystem_of(scratch, &read("/proc/mounts")),
+        fdatasync_ms: fdatasync_ms(scratch).ok(),
+        loadavg: read("/proc/loadavg").trim().to_owned(),
+    }
+}
+
+/// Median time of appending 512 bytes to a file in `dir` and `fdatasync`ing it: what one
+/// durable commit costs at least on this disk.
+fn fdatasync_ms(dir: &Path) -> anyhow::Result<f64> {
+    use std::io::Write as _;
+    let mut file = tempfile::tempfile_in(dir).context("creating a file to sync")?;
+    let block = [0x5a_u8; 512];
+    let mut samples = Vec::with_capacity(300);
+    for _ in 0..300 {
+        let began = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        samples.push(began.elapsed());
+    }
+    Ok(load::median_ms(&samples))
+}
+
+/// The type and device of the mount holding `path` (the longest mount point that prefixes it).
+fn filesystem_of(path: &Path, mounts: &str) -> String {
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let device = fields.next()?;
+            let mount_point = fields.next()?;
+            let fs_type = fields.next()?;
+            path.starts_with(mount_point).then(|| {
+                (
+                    mount_point.len(),
+                    format!("{fs_type} ({device} on {mount_point})"),
+                )
+            })
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown".to_owned(), |(_, fs)| fs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_mount_point_wins() {
+        let mounts = "/dev/vda / ext4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n";
+        assert_eq!(
+            filesystem_of(Path::new("/tmp/x"), mounts),
+            "tmpfs (tmpfs on /tmp)"
+        );
+        assert_eq!(
+            filesystem_of(Path::new("/work/x"), mounts),
+            "ext4 (/dev/vda on /)"
+        );
+    }
+}
