@@ -50,12 +50,17 @@ pub struct User {
 }
 
 impl User {
-    /// The administrator: `system:masters`, allowed everything.
-    pub fn admin() -> Self {
-        User {
-            name: "kore-admin".into(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
-        }
+    /// The administrator: `system:masters`, allowed everything. Shared, built once.
+    pub fn admin() -> Arc<User> {
+        static ADMIN: std::sync::OnceLock<Arc<User>> = std::sync::OnceLock::new();
+        ADMIN
+            .get_or_init(|| {
+                Arc::new(User {
+                    name: "kore-admin".into(),
+                    groups: vec!["system:masters".into(), "system:authenticated".into()],
+                })
+            })
+            .clone()
     }
 }
 
@@ -101,7 +106,7 @@ const PUBLIC_PATHS: [&str; 5] = ["/healthz", "/livez", "/readyz", "/version", "/
 /// The outcome of authenticating one request.
 enum Authn {
     /// Valid credentials, or a transport where none are needed.
-    User(User),
+    User(Arc<User>),
     /// No credentials at all: only the public paths may be read.
     Anonymous,
     /// Credentials were presented and are not valid: 401 everywhere, as kube-apiserver does

@@ -306,11 +306,28 @@ impl Registry {
             .storage()
             .get(&format!("/core/namespaces/{ns}"))
             .map_err(|e| ApiError::from_storage(e, &namespaces, ns))?;
-        let v = stored
-            .value()
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        if v.pointer("/metadata/deletionTimestamp").is_some()
-            || v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        // Read only the two fields that matter, not the whole namespace.
+        #[derive(serde::Deserialize)]
+        struct Meta<'a> {
+            #[serde(rename = "deletionTimestamp", borrow)]
+            deletion_timestamp: Option<&'a str>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Status<'a> {
+            #[serde(borrow)]
+            phase: Option<&'a str>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Namespace<'a> {
+            #[serde(borrow)]
+            metadata: Meta<'a>,
+            #[serde(borrow)]
+            status: Option<Status<'a>>,
+        }
+        let v: Namespace<'_> =
+            serde_json::from_slice(&stored.bytes).map_err(|e| ApiError::Internal(e.to_string()))?;
+        if v.metadata.deletion_timestamp.is_some()
+            || v.status.and_then(|s| s.phase) == Some("Terminating")
         {
             return Err(ApiError::Forbidden {
                 resource: res.group_resource(),
@@ -469,7 +486,12 @@ impl Registry {
         let mut attempts = 0;
         loop {
             let name = name_of(&obj).to_string();
-            let stored_form = res.strategy.to_stored(obj.clone());
+            // Only a generated name may need another try, and so the object again.
+            let stored_form = if generate.is_some() {
+                res.strategy.to_stored(obj.clone())
+            } else {
+                res.strategy.to_stored(std::mem::take(&mut obj))
+            };
             match self
                 .storage()
                 .create(&res.key(ns, &name), stored_form)

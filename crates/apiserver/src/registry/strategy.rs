@@ -128,38 +128,45 @@ pub fn dotted(obj: &Value, path: &str) -> String {
 /// Decodes through a typed Kubernetes struct: fields of the wrong type fail, unknown fields
 /// are dropped and reported, and the result is the struct's canonical JSON.
 pub fn decode_typed<T: Serialize + DeserializeOwned>(obj: Value) -> Result<Decoded, String> {
-    let typed: T = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+    let typed = T::deserialize(&obj).map_err(|e| e.to_string())?;
     let normalized = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
     let mut unknown_fields = Vec::new();
-    find_unknown(&obj, &normalized, "", &mut unknown_fields);
+    find_unknown(&obj, &normalized, &mut String::new(), &mut unknown_fields);
     Ok(Decoded {
         object: normalized,
         unknown_fields,
     })
 }
 
-/// Collects paths present (and not null) in `input` but absent from `known`.
-pub fn find_unknown(input: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
+/// Collects paths present (and not null) in `input` but absent from `known`. `path` is the
+/// path so far; it is restored before returning, so no path is built for known fields.
+pub fn find_unknown(input: &Value, known: &Value, path: &mut String, out: &mut Vec<String>) {
+    let base = path.len();
     match (input, known) {
         (Value::Object(i), Value::Object(k)) => {
             for (key, v) in i {
                 if v.is_null() {
                     continue;
                 }
-                let p = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                match k.get(key) {
-                    Some(kv) => find_unknown(v, kv, &p, out),
-                    None => out.push(p),
+                if base > 0 {
+                    path.push('.');
                 }
+                path.push_str(key);
+                match k.get(key) {
+                    Some(kv) => find_unknown(v, kv, path, out),
+                    None => out.push(path.clone()),
+                }
+                path.truncate(base);
             }
         }
         (Value::Array(i), Value::Array(k)) => {
             for (n, (iv, kv)) in i.iter().zip(k).enumerate() {
-                find_unknown(iv, kv, &format!("{path}[{n}]"), out);
+                if iv.is_object() || iv.is_array() {
+                    use std::fmt::Write;
+                    let _ = write!(path, "[{n}]");
+                    find_unknown(iv, kv, path, out);
+                    path.truncate(base);
+                }
             }
         }
         _ => {}

@@ -11,7 +11,7 @@
 //! The same history lets a list be served "as of" a recent revision (continue tokens, exact
 //! resourceVersion): the store undoes the changes made after it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -107,10 +107,27 @@ struct Ring {
 }
 
 /// The shared history. Cheap to clone.
+///
+/// Watchers are woken per resource: a watcher of `/core/configmaps/…` sleeps through writes to
+/// other resources. Each resource (the first two segments of a key) has its own channel
+/// carrying the published mark; watchers of broader prefixes, and waits for a revision, use
+/// the channel every publication goes to.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     ring: Arc<Mutex<Ring>>,
     notify: Arc<watch::Sender<u64>>,
+    channels: Arc<Mutex<HashMap<Box<str>, watch::Sender<u64>>>>,
+}
+
+/// The resource part (`/core/configmaps/`) of a key or of a prefix that reaches that deep.
+fn resource_of(key: &str) -> Option<&str> {
+    let mut slashes = key.match_indices('/').map(|(i, _)| i);
+    match (slashes.next(), slashes.next(), slashes.next()) {
+        (Some(0), Some(second), Some(third)) if second > 1 && third > second + 1 => {
+            Some(&key[..=third])
+        }
+        _ => None,
+    }
 }
 
 impl History {
@@ -125,6 +142,7 @@ impl History {
                 published: start,
             })),
             notify: Arc::new(tx),
+            channels: Arc::default(),
         }
     }
 
@@ -137,8 +155,9 @@ impl History {
         self.lock().events.push_back(event);
     }
 
-    /// Marks every change up to `rv` durable, wakes watchers and trims the ring.
-    pub(crate) fn publish(&self, rv: u64) {
+    /// Marks every change up to `rv` (a change of `key`) durable, wakes the watchers that
+    /// care and trims the ring.
+    pub(crate) fn publish(&self, rv: u64, key: &str) {
         {
             let mut ring = self.lock();
             if rv <= ring.published {
@@ -156,6 +175,27 @@ impl History {
             }
         }
         self.notify.send_replace(rv);
+        if let Some(resource) = resource_of(key) {
+            let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(tx) = channels.get(resource) {
+                tx.send_replace(rv);
+            }
+        }
+    }
+
+    /// The channel that wakes watchers of `prefix`.
+    fn subscribe(&self, prefix: &str) -> watch::Receiver<u64> {
+        match resource_of(prefix) {
+            Some(resource) => {
+                let published = self.lock().published;
+                let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+                channels
+                    .entry(resource.into())
+                    .or_insert_with(|| watch::channel(published).0)
+                    .subscribe()
+            }
+            None => self.notify.subscribe(),
+        }
     }
 
     /// Waits until changes up to `rv` are visible, or `timeout` passes; returns whether they are.
@@ -196,7 +236,7 @@ impl History {
         }
         Ok(Watcher {
             history: self.clone(),
-            rx: self.notify.subscribe(),
+            rx: self.subscribe(prefix),
             prefix: prefix.to_string(),
             cursor: from,
             buf: VecDeque::new(),
@@ -309,10 +349,10 @@ mod tests {
             w.try_next().expect("next").is_none(),
             "nothing published yet"
         );
-        h.publish(2);
+        h.publish(2, "/a/x");
         assert_eq!(w.next().await.expect("next").rv, 1);
         assert!(w.try_next().expect("next").is_none());
-        h.publish(3);
+        h.publish(3, "/a/x");
         assert_eq!(w.next().await.expect("next").rv, 3);
     }
 
@@ -322,7 +362,7 @@ mod tests {
         for rv in 1..=5 {
             h.append(event(rv, "/a/x"));
         }
-        h.publish(5);
+        h.publish(5, "/a/x");
         assert!(matches!(
             h.watcher("/a/", 1),
             Err(StorageError::Expired { requested: 1, .. })
@@ -337,7 +377,7 @@ mod tests {
         let mut w = h.watcher("/", 0).expect("watch");
         for rv in 1..=10 {
             h.append(event(rv, "/a/x"));
-            h.publish(rv);
+            h.publish(rv, "/a/x");
         }
         assert!(matches!(w.try_next(), Err(StorageError::Expired { .. })));
     }
@@ -348,7 +388,7 @@ mod tests {
         for rv in 1..=4 {
             h.append(event(rv, "/a/x"));
         }
-        h.publish(1);
+        h.publish(1, "/a/x");
         let changes = h.changes_after(1).expect("retained");
         assert_eq!(changes.iter().map(|e| e.rv).collect::<Vec<_>>(), [2, 3, 4]);
     }
@@ -358,9 +398,40 @@ mod tests {
         let h = History::new(7, 10);
         let mut w = h.watcher("/a/", 7).expect("watch");
         h.append(event(8, "/b/x"));
-        h.publish(8);
+        h.publish(8, "/a/x");
         assert!(w.try_next().expect("next").is_none());
         assert_eq!(w.progress(), 8);
+    }
+
+    #[tokio::test]
+    async fn watchers_of_other_resources_are_not_woken() {
+        let h = History::new(0, 100);
+        let mut cms = h.watcher("/core/configmaps/default/", 0).expect("watch");
+        let mut secrets = h.watcher("/core/secrets/", 0).expect("watch");
+        h.append(event(1, "/core/secrets/default/s"));
+        h.publish(1, "/core/secrets/default/s");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), cms.next())
+                .await
+                .is_err(),
+            "a ConfigMap watcher sleeps through a Secret change"
+        );
+        assert_eq!(secrets.next().await.expect("event").rv, 1);
+        h.append(event(2, "/core/configmaps/default/c"));
+        h.publish(2, "/core/configmaps/default/c");
+        assert_eq!(cms.next().await.expect("event").rv, 2);
+    }
+
+    #[test]
+    fn resources_are_the_first_two_segments() {
+        assert_eq!(
+            resource_of("/core/configmaps/default/a"),
+            Some("/core/configmaps/")
+        );
+        assert_eq!(resource_of("/core/namespaces/"), Some("/core/namespaces/"));
+        assert_eq!(resource_of("/core/"), None);
+        assert_eq!(resource_of("/"), None);
+        assert_eq!(resource_of("//x/"), None);
     }
 
     #[test]

@@ -191,13 +191,14 @@ impl Store {
 
     fn submit(&self, state: &State, record: Record) -> Ack {
         let rv = record.rv;
+        let key = record.key.clone();
         let (tx, rx) = oneshot::channel();
         let history = self.history.clone();
         self.backend.submit(
             vec![record],
             Box::new(move |result| {
                 if result.is_ok() {
-                    history.publish(rv);
+                    history.publish(rv, &key);
                 }
                 let _ = tx.send(result);
             }),
