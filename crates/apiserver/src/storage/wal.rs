@@ -43,8 +43,12 @@
 //!    never wait for I/O.
 //! 2. The committer takes every queued job. Consecutive submissions become one frame (at
 //!    most 32 MiB unless a single submission is larger): one `write_all`, one
-//!    `sync_data`, then every `done(Ok(()))` in submission order. Nothing waits on a timer:
-//!    batches form from the writes that arrive while the previous fsync runs.
+//!    `sync_data`, then every `done(Ok(()))` in submission order. Batches form from the
+//!    writes that arrive while the previous fsync runs. Under load (the previous commit
+//!    carried at least [`LINGER_MIN_BATCH`] submissions, i.e. that many writers are waiting
+//!    in turn) and when fewer jobs are queued than last time, the committer lingers for
+//!    [`LINGER`] so that writers just answered can queue their next write: batches grow and
+//!    fsyncs, with their kernel and wake-up costs, become fewer. A lone writer never waits.
 //! 3. A compaction job is taken in its turn (behind earlier submissions, which are already
 //!    synced): write `kore.wal.tmp` (magic, snapshot header, every live record), `fsync` it,
 //!    rename it over `kore.wal`, `fsync` the directory, and append to the new file from then
@@ -185,6 +189,8 @@ struct Shared {
 struct Queue {
     jobs: VecDeque<Job>,
     closing: bool,
+    /// While the committer lingers: wake it once this many jobs are queued (0 otherwise).
+    want: usize,
 }
 
 enum Job {
@@ -269,6 +275,7 @@ impl WalBackend {
             fail_next_commit: AtomicBool::new(false),
         });
         let committer = Committer {
+            last_batch: 0,
             shared: shared.clone(),
             dir: dir.to_path_buf(),
             file,
@@ -300,14 +307,15 @@ impl WalBackend {
     }
 
     fn enqueue(&self, job: Job) {
-        let was_empty = {
+        let wake = {
             let mut queue = lock(&self.shared.queue);
             let was_empty = queue.jobs.is_empty();
             queue.jobs.push_back(job);
-            was_empty
+            was_empty || (queue.want > 0 && queue.jobs.len() >= queue.want)
         };
-        // The committer only sleeps on an empty queue, so only the first job needs to wake it.
-        if was_empty {
+        // The committer sleeps on an empty queue, or lingers for a number of jobs: only the
+        // first job, or the one that completes that number, needs to wake it.
+        if wake {
             self.shared.wake.notify_one();
         }
     }
@@ -403,7 +411,15 @@ impl fmt::Debug for WalBackend {
 }
 
 /// The committer thread's state; it owns the log file.
+/// How many submissions the previous commit must have carried before the committer lingers.
+const LINGER_MIN_BATCH: usize = 8;
+
+/// How long the committer lingers for more submissions under load.
+const LINGER: std::time::Duration = std::time::Duration::from_micros(300);
+
 struct Committer {
+    /// How many jobs the previous round took.
+    last_batch: usize,
     shared: Arc<Shared>,
     dir: PathBuf,
     /// The log, positioned at its end.
@@ -439,6 +455,10 @@ impl Committer {
                 }
                 mem::swap(&mut jobs, &mut queue.jobs);
             }
+            if self.last_batch >= LINGER_MIN_BATCH && jobs.len() < self.last_batch {
+                self.linger(&mut jobs);
+            }
+            self.last_batch = jobs.len();
             while !jobs.is_empty() {
                 let step = panic::catch_unwind(AssertUnwindSafe(|| self.step(&mut jobs)));
                 if step.is_err() {
@@ -448,6 +468,28 @@ impl Committer {
                 }
             }
         }
+    }
+
+    /// Waits, at most [`LINGER`], until the writers of the previous batch have queued their
+    /// next writes (three quarters of them), then adds what was queued to `jobs`.
+    fn linger(&mut self, jobs: &mut VecDeque<Job>) {
+        let target = self.last_batch * 3 / 4;
+        let deadline = std::time::Instant::now() + LINGER;
+        let mut queue = lock(&self.shared.queue);
+        loop {
+            let queued = jobs.len() + queue.jobs.len();
+            let now = std::time::Instant::now();
+            if queued >= target || now >= deadline || queue.closing {
+                break;
+            }
+            queue.want = target - jobs.len();
+            queue = match self.shared.wake.wait_timeout(queue, deadline - now) {
+                Ok((q, _)) => q,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        queue.want = 0;
+        jobs.extend(queue.jobs.drain(..));
     }
 
     /// Handles the next commit or compaction from `jobs`.
