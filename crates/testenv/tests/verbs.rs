@@ -848,3 +848,259 @@ async fn discovery_works_legacy_and_aggregated() {
         ("1", "32")
     );
 }
+
+#[tokio::test]
+async fn leases_are_created_by_put_as_leader_election_does() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let env = TestEnv::start().await.expect("start");
+    let leases: Api<Lease> = Api::default_namespaced(env.client());
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                 "acquireTime": "2024-05-01T12:00:00.000000Z", "renewTime": "2024-05-01T12:00:00.500000Z"}
+    }))
+    .expect("lease");
+    let created = leases
+        .replace("leader", &PostParams::default(), &lease)
+        .await
+        .expect("PUT creates a lease");
+    assert_eq!(
+        serde_json::to_value(&created).expect("json")["spec"]["renewTime"],
+        "2024-05-01T12:00:00.500000Z",
+        "MicroTime keeps its microseconds"
+    );
+    // A second candidate racing with the first one's stale revision loses with 409.
+    let mut mine = created.clone();
+    mine.spec.as_mut().expect("spec").holder_identity = Some("a".into());
+    mine.spec.as_mut().expect("spec").lease_transitions = Some(0);
+    let renewed = leases
+        .replace("leader", &PostParams::default(), &mine)
+        .await
+        .expect("renew");
+    let mut theirs = created.clone();
+    theirs.spec.as_mut().expect("spec").holder_identity = Some("b".into());
+    let err = api_error(
+        leases
+            .replace("leader", &PostParams::default(), &theirs)
+            .await
+            .expect_err("stale"),
+    );
+    assert_eq!(err.code, 409);
+    assert_eq!(
+        leases
+            .get("leader")
+            .await
+            .expect("get")
+            .spec
+            .and_then(|s| s.holder_identity),
+        renewed.spec.and_then(|s| s.holder_identity)
+    );
+}
+
+#[tokio::test]
+async fn the_event_recorder_patch_updates_counts() {
+    use k8s_openapi::api::core::v1::Event;
+    let env = TestEnv::start().await.expect("start");
+    let events: Api<Event> = Api::default_namespaced(env.client());
+    let ev: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.17b0a1c2d3e4f5a6"},
+        "involvedObject": {"kind": "Deployment", "name": "web", "namespace": "default"},
+        "reason": "Synced", "message": "synced", "count": 1, "type": "Normal",
+        "firstTimestamp": "2024-05-01T12:00:00Z", "lastTimestamp": "2024-05-01T12:00:00Z",
+        "source": {"component": "ctl"}
+    }))
+    .expect("event");
+    events
+        .create(&PostParams::default(), &ev)
+        .await
+        .expect("create");
+    let patched = events
+        .patch(
+            "web.17b0a1c2d3e4f5a6",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"count": 2, "lastTimestamp": "2024-05-01T12:01:00Z", "message": "synced again"})),
+        )
+        .await
+        .expect("strategic merge patch");
+    assert_eq!(patched.count, Some(2));
+    assert_eq!(patched.message.as_deref(), Some("synced again"));
+    let by_reason = events
+        .list(&ListParams::default().fields("reason=Synced,involvedObject.name=web"))
+        .await
+        .expect("list");
+    assert_eq!(by_reason.items.len(), 1);
+}
+
+#[tokio::test]
+async fn metadata_only_clients_get_partial_object_metadata() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let mut c = cm("m", &[("big", "value")]);
+    c.metadata.labels = Some([("app".to_string(), "m".to_string())].into());
+    cms.create(&PostParams::default(), &c)
+        .await
+        .expect("create");
+    let list = cms
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("metadata list");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0]
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .map(String::as_str),
+        Some("m")
+    );
+    let one = cms.get_metadata("m").await.expect("metadata get");
+    assert_eq!(one.metadata.name.as_deref(), Some("m"));
+    let rv = list.metadata.resource_version.expect("rv");
+    let mut events = cms
+        .watch_metadata(&WatchParams::default(), &rv)
+        .await
+        .expect("metadata watch")
+        .boxed();
+    cms.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "n"}}})),
+    )
+    .await
+    .expect("patch");
+    let event = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .expect("in time")
+        .expect("ok");
+    match event {
+        Some(WatchEvent::Modified(m)) => assert_eq!(
+            m.metadata
+                .labels
+                .and_then(|l| l.get("app").cloned())
+                .as_deref(),
+            Some("n")
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn dry_run_updates_and_deletes_change_nothing() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let created = cms
+        .create(&PostParams::default(), &cm("d", &[("k", "1")]))
+        .await
+        .expect("create");
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let would = cms
+        .patch("d", &dry, &Patch::Merge(json!({"data": {"k": "2"}})))
+        .await
+        .expect("dry patch");
+    assert_eq!(would.data.expect("data")["k"], "2");
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    cms.delete("d", &dry_delete).await.expect("dry delete");
+    let now = cms.get("d").await.expect("still there");
+    assert_eq!(
+        now.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert_eq!(now.data.expect("data")["k"], "1");
+}
+
+#[tokio::test]
+async fn a_terminating_namespace_waits_for_its_own_finalizers() {
+    let env = TestEnv::start().await.expect("start");
+    let nss: Api<Namespace> = Api::all(env.client());
+    let ns: Namespace = serde_json::from_value(
+        json!({"metadata": {"name": "stuck", "finalizers": ["example.com/keep"]}}),
+    )
+    .expect("ns");
+    nss.create(&PostParams::default(), &ns)
+        .await
+        .expect("create");
+    nss.delete("stuck", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // The namespace controller removed `kubernetes` from spec.finalizers; metadata.finalizers hold it.
+    kore_testenv::wait_for(Duration::from_secs(5), || async {
+        let n = nss.get("stuck").await.ok()?;
+        n.spec
+            .and_then(|s| s.finalizers)
+            .is_none_or(|f| f.is_empty())
+            .then_some(())
+    })
+    .await
+    .expect("spec finalizers emptied");
+    nss.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    kore_testenv::wait_for(Duration::from_secs(5), || async {
+        nss.get("stuck").await.err()
+    })
+    .await
+    .expect("gone once no finalizer is left");
+}
+
+#[tokio::test]
+async fn a_resource_version_from_the_future_times_out() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let params = ListParams::default()
+        .at("999999")
+        .matching(kube::api::VersionMatch::NotOlderThan);
+    let err = api_error(cms.list(&params).await.expect_err("too large"));
+    assert_eq!((err.code, err.reason.as_str()), (504, "Timeout"));
+    assert!(
+        err.message
+            .starts_with("Timeout: Too large resource version: 999999"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn put_finalize_force_removes_a_stuck_namespace() {
+    let env = TestEnv::start().await.expect("start");
+    let nss: Api<Namespace> = Api::all(env.client());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "wedged"}})).expect("ns");
+    nss.create(&PostParams::default(), &ns)
+        .await
+        .expect("create");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "wedged");
+    let mut held = cm("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/never".into()]);
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("create held");
+    nss.delete("wedged", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // The content never goes; an operator clears spec.finalizers through /finalize.
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wedged"}, "spec": {"finalizers": []}});
+    let req = http::Request::put("/api/v1/namespaces/wedged/finalize")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("json"))
+        .expect("request");
+    env.client()
+        .request::<serde_json::Value>(req)
+        .await
+        .expect("finalize");
+    kore_testenv::wait_for(Duration::from_secs(5), || async {
+        nss.get("wedged").await.err()
+    })
+    .await
+    .expect("namespace removed");
+}
