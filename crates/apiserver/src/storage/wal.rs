@@ -3,8 +3,10 @@
 //! [`WalBackend`] keeps one log file. Every write is appended to it and made durable with
 //! `fdatasync` before its `done` callback runs, so an acknowledged write survives SIGKILL and
 //! power loss. Concurrent writers share fsyncs: while one batch is being synced, the next one
-//! queues up and is written with a single `write` and a single `fdatasync`. It does not keep
-//! the data in memory (the [`Store`](super::Store) does) and it knows nothing of kinds or
+//! queues up and is written with a single `write` and a single `fdatasync`. The file is
+//! preallocated with written zeros ahead of the log, so that a commit overwrites allocated
+//! blocks instead of growing the file, and its `fdatasync` needs no inode update. It does not
+//! keep the data in memory (the [`Store`](super::Store) does) and it knows nothing of kinds or
 //! watches. Start with [`WalBackend::open`]; the design note for humans is
 //! `docs/design/storage-wal.md`.
 //!
@@ -17,7 +19,7 @@
 //! # Format
 //! All integers are little-endian.
 //! ```text
-//! file    = magic frame*
+//! file    = magic frame* zero*                     (the zeros are preallocated space)
 //! magic   = "KOREWAL" 0x01                         (8 bytes; the last byte is the version)
 //! frame   = len:u32 crc:u32 payload                (len = payload bytes, crc = CRC-32/IEEE of payload)
 //! payload = entry+
@@ -28,6 +30,14 @@
 //! A snapshot header (tag 2, empty key) opens every log file (a new log is an empty snapshot
 //! at revision 0) and carries the revision the snapshot was taken at, which can be above every live record's revision (when
 //! the newest changes were deletions). Keys are UTF-8.
+//!
+//! The log has a *logical end*, the end of its last frame, where the next frame goes, and a
+//! file size beyond it: the bytes in between are zeros, written and synced in advance. A frame
+//! is never empty (the commit path skips empty batches, `Frame` drops an empty frame and
+//! asserts the rest hold an entry), so its length word is never zero, and a zero length word
+//! is where the log ends. The format is unchanged from logs without preallocation (the version
+//! byte stays 1): a log without zeros is read as before, and an older build reads a
+//! preallocated log, cutting its zeros off as a torn tail, with a warning.
 //!
 //! One frame is one commit: everything written by one `write` and made durable by one
 //! `fdatasync`, not one frame per record. After power loss, the pages of an unsynced write
@@ -42,19 +52,31 @@
 //!    mutex and wake the committer (a dedicated thread, because `fdatasync` blocks). They
 //!    never wait for I/O.
 //! 2. The committer takes every queued job. Consecutive submissions become one frame (at
-//!    most 32 MiB unless a single submission is larger): one `write_all`, one
-//!    `sync_data`, then every `done(Ok(()))` in submission order. Batches form from the
-//!    writes that arrive while the previous fsync runs. Under load (the previous commit
-//!    carried at least [`LINGER_MIN_BATCH`] submissions, i.e. that many writers are waiting
-//!    in turn) and when fewer jobs are queued than last time, the committer lingers for
-//!    [`LINGER`] so that writers just answered can queue their next write: batches grow and
-//!    fsyncs, with their kernel and wake-up costs, become fewer. A lone writer never waits.
-//! 3. A compaction job is taken in its turn (behind earlier submissions, which are already
-//!    synced): write `kore.wal.tmp` (magic, snapshot header, every live record), `fsync` it,
-//!    rename it over `kore.wal`, `fsync` the directory, and append to the new file from then
-//!    on. Its `done` runs after the directory fsync.
-//! 4. On any I/O error the backend is poisoned: the jobs of the failed step get
-//!    [`BackendError::Io`], every later job gets [`BackendError::Poisoned`]. A failed fsync is
+//!    most 32 MiB unless a single submission is larger): one `write_all` at the logical end,
+//!    over preallocated zeros, one `sync_data`, then every `done(Ok(()))` in submission
+//!    order. Batches form from the writes that arrive while the previous fsync runs. Under
+//!    load (the previous commit carried at least [`LINGER_MIN_BATCH`] submissions, i.e. that
+//!    many writers are waiting in turn) and when fewer jobs are queued than last time, the
+//!    committer lingers for [`LINGER`] so that writers just answered can queue their next
+//!    write: batches grow and fsyncs, with their kernel and wake-up costs, become fewer. A
+//!    lone writer never waits.
+//! 3. Preallocation: after a commit's callbacks, when less than a quarter of a step is left
+//!    between the logical end and the end of the file, the committer writes the next step of
+//!    zeros after the end of the file and syncs them (`sync_data`, which covers the new
+//!    size; the directory entry does not change). A step is as large as the logical log,
+//!    from 1 MiB (`PREALLOC_MIN`, so a small data directory stays small) up to 4 MiB
+//!    (`PREALLOC_MAX`), ending on a page boundary. Writes that arrive meanwhile wait for
+//!    it, about 2–3 ms for 4 MiB on the bench disk, once per 4 MiB of log. A frame that does
+//!    not fit in what is left (a large commit, or the first after a torn tail was cut off)
+//!    preallocates before it is written.
+//! 4. A compaction job is taken in its turn (behind earlier submissions, which are already
+//!    synced): write `kore.wal.tmp` (magic, snapshot header, every live record, then one
+//!    preallocation step of zeros), `fsync` it, rename it over `kore.wal`, `fsync` the
+//!    directory, and append to the new file from then on. Its `done` runs after the
+//!    directory fsync.
+//! 5. On any I/O error the backend is poisoned: the jobs of the failed step get
+//!    [`BackendError::Io`], every later job gets [`BackendError::Poisoned`] (a preallocation
+//!    after a commit has no jobs of its own: its error is logged). A failed fsync is
 //!    never retried (after a failed `fsync` the kernel may have dropped the dirty pages, so a
 //!    retry that succeeds proves nothing).
 //!
@@ -62,6 +84,12 @@
 //! - Everything before the end of the last synced frame is intact on disk; only the frame of
 //!   the commit in flight can be damaged by a crash.
 //! - A frame is written only after every earlier frame is synced.
+//! - A frame is written only over preallocated zeros that were synced before, and at least
+//!   a zero frame header of them stays after it (a debug assertion checks both). So the
+//!   logical end is always followed by synced zeros on disk, and a crash can only leave the
+//!   frame in flight, partly written, over them.
+//! - The logical size ([`Backend::needs_compaction`], the `log_bytes` of the committer)
+//!   never counts the preallocated zeros.
 //! - `kore.wal` is always a complete, synced file: new files are created as `kore.wal.tmp`,
 //!   synced, renamed, and the directory is synced before anything is appended to them.
 //! - `done` runs exactly once per job, in submission order, on the committer thread.
@@ -69,26 +97,41 @@
 //! # Recovery
 //! [`WalBackend::open`] reads the log frame by frame and replays it: the last put of a key
 //! wins, a delete removes it, and the highest revision seen (deletes and snapshot headers
-//! included) becomes [`Loaded::max_rv`]. At the first frame that is short or fails its CRC,
-//! it searches the rest of the file, byte by byte, for an intact frame. If there is one, the log is
-//! [`BackendError::Corrupt`] (damage in the middle; start from a backup). If there is none,
-//! the damaged bytes are the torn tail of a commit that was never acknowledged: they are
-//! truncated (with a warning) and the log continues from there. A frame that passes its CRC
-//! but does not decode, or a wrong magic, is always `Corrupt`.
+//! included) becomes [`Loaded::max_rv`]. A zero length word (or fewer than 8 bytes, all
+//! zero) is the logical end: if everything after it is zero, the log is clean, and the zeros
+//! are kept as preallocated space (synced once more, since after a kill they may have been
+//! in the page cache only). Anything else is damage: a frame that is short or fails its CRC,
+//! or non-zero bytes after a zero length word (a commit whose first page never reached the
+//! disk). At the damage, recovery searches the rest of the file, at every byte offset, for an
+//! intact frame; runs of zeros are skipped in one scan, since no frame starts with a zero
+//! length word, and a candidate whose payload runs into zeros does not decode them one by
+//! one. If there is one, the log is [`BackendError::Corrupt`] (damage in the middle; start
+//! from a backup). If there is none, the damaged bytes are the torn tail of a commit that was
+//! never acknowledged: the file is truncated there (with a warning), zeros after the damage
+//! included, and the committer preallocates again before its first commit. A frame that
+//! passes its CRC but does not decode, or a wrong magic, is always `Corrupt`.
 //!
 //! # Compaction
-//! [`Backend::needs_compaction`] is true when the log is larger than 64 MiB and larger than
-//! four times the live data (the bytes a snapshot would take). The live size is tracked
-//! exactly by the committer from the records that pass through it: a map from each live key
-//! (the store's own `Arc<str>`, so no key is copied) to the size of its record, about 50 bytes
-//! per key; values are never kept. It reports false while a compaction is queued or after a
-//! failure.
+//! [`Backend::needs_compaction`] is true when the log (its logical size, without the
+//! preallocated zeros) is larger than 64 MiB and larger than four times the live data (the
+//! bytes a snapshot would take). The live size is tracked exactly by the committer from the
+//! records that pass through it: a map from each live key (the store's own `Arc<str>`, so no
+//! key is copied) to the size of its record, about 50 bytes per key; values are never kept.
+//! It reports false while a compaction is queued or after a failure.
 //!
 //! # Caveats
 //! - Damage to the last frame (bit rot, not a crash) cannot be told from a torn write: it is
 //!   truncated like one, losing that commit even though it was acknowledged.
 //! - A compaction rewrites the whole live state on the committer thread; writes submitted
 //!   meanwhile wait for it, about as long as writing and syncing the live data takes.
+//! - Preallocation writes every byte of the log twice (zeros, then the frame) and the file is
+//!   up to one step larger than the log. The stall of a step shows in tail latency.
+//! - On a file system without a journal, blocks whose zeros never reached the disk (a crash
+//!   during a preallocation) may read back as stale data of a deleted file, such as the log
+//!   a compaction replaced. That data lies after the synced zero header that ends the log,
+//!   so it is never replayed: recovery cuts it off as a torn tail, or, if it holds an intact
+//!   frame, reports `Corrupt` (truncating the file at the reported offset then loses nothing
+//!   acknowledged). Appends without preallocation had this exposure too.
 //! - A write whose `done` got an error may still be on disk after a restart (the `write`
 //!   succeeded but the `fdatasync` reported a failure): its outcome is unknown, as after a
 //!   timeout from etcd. It is never half there.
@@ -98,7 +141,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -141,6 +184,20 @@ const COMPACTION_RATIO: u64 = 4;
 /// An encode buffer grown beyond this by a large commit is freed afterwards.
 const BUF_KEEP: usize = 4 << 20;
 
+/// The smallest preallocation step: a new or small log grows 1 MiB at a time.
+const PREALLOC_MIN: u64 = 1 << 20;
+/// The largest preallocation step. Writing and syncing it stalls commits for 2–3 ms on the
+/// bench disk (16 MiB took 9–10 ms, which showed in the p99 latency at 64 clients, for no
+/// more throughput): the cost per byte is the same, only the stalls are longer.
+const PREALLOC_MAX: u64 = 4 << 20;
+/// The committer preallocates ahead, after a commit's callbacks, once less than
+/// `1 / PREALLOC_LOW` of a step is left, so that commits rarely wait for it.
+const PREALLOC_LOW: u64 = 4;
+/// Preallocation ends on a page boundary.
+const PREALLOC_ALIGN: u64 = 4096;
+/// The zeros preallocation writes, this many bytes per `write`.
+static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
+
 /// A durable [`Backend`]: an append-only log with group commit in one directory.
 ///
 /// See the [module docs](self) for the format, the commit protocol and recovery.
@@ -165,7 +222,8 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Signalled when the queue becomes non-empty or the backend closes.
     wake: Condvar,
-    /// Bytes in the current log file.
+    /// Logical bytes in the current log file (up to the end of the last synced frame; the
+    /// preallocated zeros after it are not counted).
     log_bytes: AtomicU64,
     /// Bytes a snapshot of the live data would take.
     live_bytes: AtomicU64,
@@ -180,6 +238,13 @@ struct Shared {
     /// fsyncs of the log (commits), for tests of group commit.
     #[cfg(test)]
     syncs: AtomicU64,
+    /// Preallocations by the committer, and the total and longest time they took.
+    #[cfg(test)]
+    extensions: AtomicU64,
+    #[cfg(test)]
+    extension_nanos: AtomicU64,
+    #[cfg(test)]
+    extension_max_nanos: AtomicU64,
     /// Makes the next commit fail as if the disk had failed.
     #[cfg(test)]
     fail_next_commit: AtomicBool,
@@ -243,8 +308,12 @@ impl WalBackend {
             write_snapshot(dir, &[], 0, &mut buf, ROUND_BYTES)?;
         }
         let mut file = OpenOptions::new().read(true).write(true).open(&path)?;
-        let replay = recover(&mut file, &path)?;
-        let log_bytes = file.seek(SeekFrom::End(0))?;
+        let Recovered {
+            replay,
+            end: log_bytes,
+            allocated,
+        } = recover(&mut file, &path)?;
+        file.seek(SeekFrom::Start(log_bytes))?;
 
         let mut sizes = HashMap::with_capacity(replay.live.len());
         let mut live_bytes = snapshot_overhead();
@@ -272,6 +341,12 @@ impl WalBackend {
             #[cfg(test)]
             syncs: AtomicU64::new(0),
             #[cfg(test)]
+            extensions: AtomicU64::new(0),
+            #[cfg(test)]
+            extension_nanos: AtomicU64::new(0),
+            #[cfg(test)]
+            extension_max_nanos: AtomicU64::new(0),
+            #[cfg(test)]
             fail_next_commit: AtomicBool::new(false),
         });
         let committer = Committer {
@@ -283,6 +358,7 @@ impl WalBackend {
             sizes,
             live_bytes,
             log_bytes,
+            allocated,
             buf,
             in_flight: Vec::new(),
             poisoned: false,
@@ -422,14 +498,18 @@ struct Committer {
     last_batch: usize,
     shared: Arc<Shared>,
     dir: PathBuf,
-    /// The log, positioned at its end.
+    /// The log, positioned at its logical end ([`Committer::log_bytes`]).
     file: File,
     /// Keeps the directory locked until the committer is done with it.
     _lock: File,
     /// The size of each live key's record, to track `live_bytes` exactly.
     sizes: HashMap<Arc<str>, u64>,
     live_bytes: u64,
+    /// The logical end of the log: the end of the last synced frame.
     log_bytes: u64,
+    /// The size of the log file. The bytes from `log_bytes` to here are preallocated: written
+    /// as zeros and synced before any frame is written over them.
+    allocated: u64,
     /// The encode buffer, reused across commits.
     buf: Vec<u8>,
     /// Callbacks of the step in progress, so they still run if the step panics.
@@ -506,6 +586,7 @@ impl Committer {
         if let Some(Job::Append { .. }) = jobs.front() {
             let result = self.commit(jobs);
             self.finish(result);
+            self.preallocate_ahead();
         } else if let Some(Job::Compact { live, rv, done }) = jobs.pop_front() {
             self.in_flight.push(done);
             let result = self.compact(&live, rv);
@@ -556,7 +637,7 @@ impl Committer {
         }
         frame.finish(&mut self.buf);
         let written = self.buf.len() as u64;
-        let result = self.write_and_sync();
+        let result = self.reserve(written).and_then(|()| self.write_and_sync());
         if self.buf.capacity() > BUF_KEEP {
             self.buf = Vec::new();
         }
@@ -573,15 +654,80 @@ impl Committer {
         }
     }
 
+    /// Writes the frame in `buf` at the logical end, over preallocated zeros, and syncs it.
     fn write_and_sync(&mut self) -> io::Result<()> {
         #[cfg(test)]
         if self.shared.fail_next_commit.swap(false, Ordering::SeqCst) {
             return Err(io::Error::other("injected write failure"));
         }
+        debug_assert!(
+            self.log_bytes + (self.buf.len() + FRAME_HEADER) as u64 <= self.allocated,
+            "a frame is written only over synced, preallocated zeros, and a zero header follows"
+        );
         self.file.write_all(&self.buf)?;
         self.file.sync_data()?;
         #[cfg(test)]
         self.shared.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Makes sure a frame of `bytes` fits in the preallocated part of the file, with a zero
+    /// frame header after it, preallocating now if it does not (a commit larger than what is
+    /// left, or the first commit after a torn tail was cut off). The zero header keeps the
+    /// end of the log on synced zeros: if a crash hits a later preallocation whose zeros never
+    /// reached the disk, what reads back there is after the end and cannot pass for the next
+    /// frame.
+    fn reserve(&mut self, bytes: u64) -> io::Result<()> {
+        let need = self.log_bytes + bytes + FRAME_HEADER as u64;
+        if need <= self.allocated {
+            return Ok(());
+        }
+        self.preallocate(need)
+    }
+
+    /// Run after a commit's callbacks, so the writers it answered do not wait: preallocates
+    /// the next step once less than a quarter of one is left. Commits then rarely need to
+    /// preallocate themselves.
+    fn preallocate_ahead(&mut self) {
+        let left = self.allocated.saturating_sub(self.log_bytes);
+        if self.poisoned || left >= prealloc_step(self.log_bytes) / PREALLOC_LOW {
+            return;
+        }
+        if let Err(error) = self.preallocate(self.allocated) {
+            self.poison(&error);
+        }
+    }
+
+    /// Extends the file with written zeros to one step past `need` and syncs them, before
+    /// any frame is written there: overwriting allocated, already written blocks is what makes
+    /// each commit's `fdatasync` a data flush only, without an inode update.
+    fn preallocate(&mut self, need: u64) -> io::Result<()> {
+        let started = Instant::now();
+        let target = prealloc_target(need, self.log_bytes);
+        self.file.seek(SeekFrom::Start(self.allocated))?;
+        write_zeros(&mut self.file, target - self.allocated)?;
+        self.file.sync_data()?;
+        self.file.seek(SeekFrom::Start(self.log_bytes))?;
+        let grown = target - self.allocated;
+        self.allocated = target;
+        let elapsed = started.elapsed();
+        tracing::debug!(
+            bytes = grown,
+            allocated = target,
+            elapsed_us = elapsed.as_micros() as u64,
+            "preallocated the write-ahead log"
+        );
+        #[cfg(test)]
+        {
+            let nanos = elapsed.as_nanos() as u64;
+            self.shared.extensions.fetch_add(1, Ordering::SeqCst);
+            self.shared
+                .extension_nanos
+                .fetch_add(nanos, Ordering::SeqCst);
+            self.shared
+                .extension_max_nanos
+                .fetch_max(nanos, Ordering::SeqCst);
+        }
         Ok(())
     }
 
@@ -591,9 +737,10 @@ impl Committer {
         let before = self.log_bytes;
         let round_bytes = self.shared.round_bytes.load(Ordering::Relaxed);
         match write_snapshot(&self.dir, live, rv, &mut self.buf, round_bytes) {
-            Ok((file, len)) => {
+            Ok((file, len, allocated)) => {
                 self.file = file;
                 self.log_bytes = len;
+                self.allocated = allocated;
                 self.sizes.clear();
                 self.live_bytes = snapshot_overhead();
                 for record in live {
@@ -715,16 +862,16 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Writes a complete log holding `live` at `rv` as `kore.wal.tmp`, syncs it, renames it over
-/// `kore.wal` and syncs the directory, closing frames at `round_bytes` of payload. Returns the
-/// new log, positioned at its end, and its size.
+/// Writes a complete log holding `live` at `rv` as `kore.wal.tmp`, preallocated, syncs it,
+/// renames it over `kore.wal` and syncs the directory, closing frames at `round_bytes` of
+/// payload. Returns the new log, positioned at its logical end, that end and the file's size.
 fn write_snapshot(
     dir: &Path,
     live: &[Record],
     rv: u64,
     buf: &mut Vec<u8>,
     round_bytes: usize,
-) -> io::Result<(File, u64)> {
+) -> io::Result<(File, u64, u64)> {
     let tmp = dir.join(TMP_FILE);
     let mut file = OpenOptions::new()
         .write(true)
@@ -760,10 +907,36 @@ fn write_snapshot(
     file.write_all(buf)?;
     len += buf.len() as u64;
     buf.clear();
+    // The zeros are synced with the snapshot: no separate preallocation step.
+    let allocated = prealloc_target(len, len);
+    write_zeros(&mut file, allocated - len)?;
     file.sync_all()?;
     fs::rename(&tmp, dir.join(LOG_FILE))?;
     sync_dir(dir)?;
-    Ok((file, len))
+    file.seek(SeekFrom::Start(len))?;
+    Ok((file, len, allocated))
+}
+
+/// How much to preallocate at a time for a log of `logical` bytes: as much as it holds
+/// (so the file at most doubles), at least [`PREALLOC_MIN`], at most [`PREALLOC_MAX`].
+fn prealloc_step(logical: u64) -> u64 {
+    logical.clamp(PREALLOC_MIN, PREALLOC_MAX)
+}
+
+/// The file size to preallocate to when `need` bytes must fit in a log of `logical` bytes:
+/// one step past `need`, on a page boundary.
+fn prealloc_target(need: u64, logical: u64) -> u64 {
+    (need + prealloc_step(logical)).next_multiple_of(PREALLOC_ALIGN)
+}
+
+/// Writes `len` zero bytes at the file's position.
+fn write_zeros(file: &mut File, mut len: u64) -> io::Result<()> {
+    while len > 0 {
+        let n = len.min(ZEROS.len() as u64) as usize;
+        file.write_all(&ZEROS[..n])?;
+        len -= n as u64;
+    }
+    Ok(())
 }
 
 /// A frame being encoded at the end of a buffer.
@@ -790,6 +963,8 @@ impl Frame {
             buf.truncate(self.start);
             return;
         }
+        // A zero length word marks the end of the log, so no frame may have one.
+        debug_assert!(len >= ENTRY_FIXED, "a frame holds at least one entry");
         let crc = crc32(&buf[self.start + FRAME_HEADER..]);
         buf[self.start..self.start + 4].copy_from_slice(&(len as u32).to_le_bytes());
         buf[self.start + 4..self.start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -842,47 +1017,119 @@ struct Entry<'a> {
     value: Option<&'a [u8]>,
 }
 
+/// Why a payload does not decode.
+#[derive(Debug)]
+enum Malformed {
+    /// An entry needs this many more bytes than the payload has.
+    Short(usize),
+    Empty,
+    KeyNotUtf8 {
+        rv: u64,
+    },
+    SnapshotWithKey {
+        rv: u64,
+    },
+    UnknownTag {
+        tag: u8,
+        rv: u64,
+    },
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Malformed::Short(n) => write!(f, "an entry ends {n} bytes early"),
+            Malformed::Empty => write!(f, "the frame holds no entry"),
+            Malformed::KeyNotUtf8 { rv } => {
+                write!(f, "the key of the entry at revision {rv} is not UTF-8")
+            }
+            Malformed::SnapshotWithKey { rv } => {
+                write!(f, "the snapshot header at revision {rv} has a key")
+            }
+            Malformed::UnknownTag { tag, rv } => {
+                write!(f, "unknown entry tag {tag} at revision {rv}")
+            }
+        }
+    }
+}
+
 /// Decodes every entry of a frame's payload (whose CRC already matched).
 fn decode_payload<'a>(
     mut payload: &'a [u8],
     mut each: impl FnMut(Entry<'a>),
-) -> Result<(), String> {
-    fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+) -> Result<(), Malformed> {
+    if payload.is_empty() {
+        return Err(Malformed::Empty);
+    }
+    while !payload.is_empty() {
+        each(next_entry(&mut payload)?);
+    }
+    Ok(())
+}
+
+/// An entry of zeros: revision 0, empty key, a put of an empty value.
+const ZERO_ENTRY: usize = ENTRY_FIXED + 4;
+
+/// Whether `payload` decodes, knowing that its bytes from `zeros_from` on are all zero:
+/// [`decode_payload`] without visiting the entries, and without walking zeros one entry at
+/// a time. Zeros decode as entries of [`ZERO_ENTRY`] bytes, so a run of zeros that starts an
+/// entry is skipped by as many whole zero entries as it holds, and once an entry starts in
+/// the zeros at the end, the rest decodes exactly when its length is a multiple of that. This
+/// keeps the search for an intact frame fast when candidate frames reach into megabytes of
+/// preallocated zeros.
+fn payload_decodes(mut payload: &[u8], zeros_from: usize) -> bool {
+    let total = payload.len();
+    if total == 0 {
+        return false;
+    }
+    while !payload.is_empty() {
+        if total - payload.len() >= zeros_from {
+            return payload.len().is_multiple_of(ZERO_ENTRY);
+        }
+        if payload.len() >= ZERO_ENTRY && payload[..ZERO_ENTRY] == [0; ZERO_ENTRY] {
+            let run = first_nonzero(payload).unwrap_or(payload.len());
+            payload = &payload[run - run % ZERO_ENTRY..];
+            continue;
+        }
+        if next_entry(&mut payload).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Decodes the entry at the start of `payload` and moves past it.
+fn next_entry<'a>(payload: &mut &'a [u8]) -> Result<Entry<'a>, Malformed> {
+    fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], Malformed> {
         if data.len() < n {
-            return Err(format!("an entry ends {} bytes early", n - data.len()));
+            return Err(Malformed::Short(n - data.len()));
         }
         let (head, tail) = data.split_at(n);
         *data = tail;
         Ok(head)
     }
-    fn u32_at(data: &mut &[u8]) -> Result<usize, String> {
+    fn u32_at(data: &mut &[u8]) -> Result<usize, Malformed> {
         let b = take(data, 4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
-    if payload.is_empty() {
-        return Err("the frame holds no entry".into());
-    }
-    while !payload.is_empty() {
-        let b = take(&mut payload, 8)?;
-        let rv = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        let key_len = u32_at(&mut payload)?;
-        let key = std::str::from_utf8(take(&mut payload, key_len)?)
-            .map_err(|_| format!("the key of the entry at revision {rv} is not UTF-8"))?;
-        let tag = take(&mut payload, 1)?[0];
-        let value = match tag {
-            TAG_PUT => {
-                let len = u32_at(&mut payload)?;
-                Some(take(&mut payload, len)?)
-            }
-            TAG_DELETE => None,
-            TAG_SNAPSHOT if key.is_empty() => None,
-            TAG_SNAPSHOT => return Err(format!("the snapshot header at revision {rv} has a key")),
-            other => return Err(format!("unknown entry tag {other} at revision {rv}")),
-        };
-        each(Entry { rv, key, value });
-    }
-    Ok(())
+    let b = take(payload, 8)?;
+    let rv = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let key_len = u32_at(payload)?;
+    let key =
+        std::str::from_utf8(take(payload, key_len)?).map_err(|_| Malformed::KeyNotUtf8 { rv })?;
+    let tag = take(payload, 1)?[0];
+    let value = match tag {
+        TAG_PUT => {
+            let len = u32_at(payload)?;
+            Some(take(payload, len)?)
+        }
+        TAG_DELETE => None,
+        TAG_SNAPSHOT if key.is_empty() => None,
+        TAG_SNAPSHOT => return Err(Malformed::SnapshotWithKey { rv }),
+        tag => return Err(Malformed::UnknownTag { tag, rv }),
+    };
+    Ok(Entry { rv, key, value })
 }
 
 /// The state replayed from a log.
@@ -911,9 +1158,18 @@ impl Replay {
     }
 }
 
+/// What [`recover`] found besides the state.
+struct Recovered {
+    replay: Replay,
+    /// The logical end: where the last intact frame ends and the next one goes.
+    end: u64,
+    /// The size of the file, at least `end`; the bytes in between are zeros.
+    allocated: u64,
+}
+
 /// Reads and replays the log, truncating a torn tail. Leaves `file` at an unspecified
 /// position.
-fn recover(file: &mut File, path: &Path) -> Result<Replay, BackendError> {
+fn recover(file: &mut File, path: &Path) -> Result<Recovered, BackendError> {
     let corrupt = |what: String| BackendError::Corrupt(format!("{}: {what}", path.display()));
     let len = file.metadata()?.len();
     let mut replay = Replay {
@@ -934,11 +1190,24 @@ fn recover(file: &mut File, path: &Path) -> Result<Replay, BackendError> {
         if remaining == 0 {
             break None;
         }
-        if remaining < (FRAME_HEADER + ENTRY_FIXED) as u64 {
-            break Some(pos);
+        // A zero length word ends the log (frames are never empty), and everything after it
+        // must be zero: the preallocated part of the file. Anything else there is damage.
+        if remaining < FRAME_HEADER as u64 {
+            break if rest_is_zero(&mut reader)? {
+                None
+            } else {
+                Some(pos)
+            };
         }
         let mut header = [0; FRAME_HEADER];
         reader.read_exact(&mut header)?;
+        if header == [0; FRAME_HEADER] {
+            break if rest_is_zero(&mut reader)? {
+                None
+            } else {
+                Some(pos)
+            };
+        }
         let (plen, crc) = parse_header(&header);
         if plen < ENTRY_FIXED as u64 || plen > remaining - FRAME_HEADER as u64 {
             break Some(pos);
@@ -954,27 +1223,65 @@ fn recover(file: &mut File, path: &Path) -> Result<Replay, BackendError> {
     };
     drop(reader);
 
-    if let Some(at) = damaged_at {
-        file.seek(SeekFrom::Start(at))?;
-        let mut rest = Vec::new();
-        file.read_to_end(&mut rest)?;
-        if let Some(next) = find_intact_frame(&rest[1..]) {
-            return Err(corrupt(format!(
-                "the frame at byte {at} is damaged but an intact frame follows at byte {}; \
-                 the log was damaged after it was written",
-                at + 1 + next as u64
-            )));
+    let Some(at) = damaged_at else {
+        if len > pos {
+            // A preallocated tail. It is written before frames go into it and synced then, but
+            // after a kill it may still be only in the page cache: sync it before relying on it.
+            file.sync_data()?;
         }
-        tracing::warn!(
-            path = %path.display(),
-            offset = at,
-            dropped_bytes = len - at,
-            "truncating the torn tail of the write-ahead log (a write that was never acknowledged)"
-        );
-        file.set_len(at)?;
-        file.sync_all()?;
+        return Ok(Recovered {
+            replay,
+            end: pos,
+            allocated: len,
+        });
+    };
+    file.seek(SeekFrom::Start(at))?;
+    let mut rest = Vec::new();
+    file.read_to_end(&mut rest)?;
+    if let Some(next) = find_intact_frame(&rest[1..]) {
+        return Err(corrupt(format!(
+            "the frame at byte {at} is damaged but an intact frame follows at byte {}; \
+             the log was damaged after it was written",
+            at + 1 + next as u64
+        )));
     }
-    Ok(replay)
+    tracing::warn!(
+        path = %path.display(),
+        offset = at,
+        dropped_bytes = len - at,
+        "truncating the torn tail of the write-ahead log (a write that was never acknowledged)"
+    );
+    // The zeros after the damage go too; the committer preallocates again before its first
+    // commit.
+    file.set_len(at)?;
+    file.sync_all()?;
+    Ok(Recovered {
+        replay,
+        end: at,
+        allocated: at,
+    })
+}
+
+/// Whether everything `reader` has left is zero bytes. Consumes it.
+fn rest_is_zero(reader: &mut impl BufRead) -> io::Result<bool> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(true);
+        }
+        if !is_zero(chunk) {
+            return Ok(false);
+        }
+        let n = chunk.len();
+        reader.consume(n);
+    }
+}
+
+/// Whether every byte of `data` is zero, eight at a time.
+fn is_zero(data: &[u8]) -> bool {
+    let mut words = data.chunks_exact(8);
+    words.all(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) == 0)
+        && words.remainder().iter().all(|&b| b == 0)
 }
 
 fn parse_header(header: &[u8]) -> (u64, u32) {
@@ -983,17 +1290,67 @@ fn parse_header(header: &[u8]) -> (u64, u32) {
     (u64::from(len), crc)
 }
 
-/// The offset of the first intact frame (right length, matching CRC, decodable) in `data`.
+/// The offset of the first intact frame (right length, decodable, matching CRC) in `data`.
+///
+/// Tries every offset, except inside runs of zeros: a frame's length word is never zero, so
+/// the first offset worth trying after a zero length word is three bytes before the next
+/// non-zero byte. Megabytes of preallocated zeros take one scan, not a check per offset, and
+/// candidates that reach into the zeros at the end are decoded without walking them.
 fn find_intact_frame(data: &[u8]) -> Option<usize> {
     let last = data.len().checked_sub(FRAME_HEADER + ENTRY_FIXED)?;
-    (0..=last).find(|&at| {
-        let (plen, crc) = parse_header(&data[at..at + FRAME_HEADER]);
-        let body = at + FRAME_HEADER;
-        plen >= ENTRY_FIXED as u64
-            && plen <= (data.len() - body) as u64
-            && crc32(&data[body..body + plen as usize]) == crc
-            && decode_payload(&data[body..body + plen as usize], |_| {}).is_ok()
-    })
+    let zeros_from = zero_tail(data);
+    let mut at = 0;
+    while at <= last {
+        if data[at..at + 4] == [0; 4] {
+            let nonzero = first_nonzero(&data[at + 4..])?;
+            at += 4 + nonzero - 3;
+            continue;
+        }
+        if is_intact_frame(&data[at..], zeros_from.saturating_sub(at + FRAME_HEADER)) {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
+}
+
+/// Where the zeros at the end of `data` start (`data.len()` if it ends with another byte),
+/// eight bytes per step.
+fn zero_tail(data: &[u8]) -> usize {
+    let mut end = data.len();
+    for w in data.rchunks_exact(8) {
+        if u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) != 0 {
+            break;
+        }
+        end -= 8;
+    }
+    while end > 0 && data[end - 1] == 0 {
+        end -= 1;
+    }
+    end
+}
+
+/// The index of the first non-zero byte of `data`, eight bytes per step over zeros.
+fn first_nonzero(data: &[u8]) -> Option<usize> {
+    let mut words = data.chunks_exact(8);
+    let skipped = words
+        .position(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) != 0)
+        .unwrap_or(data.len() / 8);
+    let from = skipped * 8;
+    data[from..].iter().position(|&b| b != 0).map(|i| from + i)
+}
+
+/// Whether `data` starts with an intact frame, given that its payload is all zeros from
+/// `zeros_from` on. The checks run cheapest first: the length, decoding (garbage usually
+/// fails at its first field), then the CRC.
+fn is_intact_frame(data: &[u8], zeros_from: usize) -> bool {
+    let (plen, crc) = parse_header(&data[..FRAME_HEADER]);
+    let body = &data[FRAME_HEADER..];
+    if plen < ENTRY_FIXED as u64 || plen > body.len() as u64 {
+        return false;
+    }
+    let payload = &body[..plen as usize];
+    payload_decodes(payload, zeros_from) && crc32(payload) == crc
 }
 
 /// CRC-32/IEEE lookup tables for slicing-by-8: `CRC_TABLES[0]` is the classic byte table,
@@ -1147,17 +1504,31 @@ mod tests {
             .collect()
     }
 
-    /// The byte offsets at which the frames of a log start, and its length.
+    /// The byte offsets at which the frames of a log start.
     fn frames(bytes: &[u8]) -> Vec<usize> {
         let mut at = MAGIC.len();
         let mut starts = Vec::new();
         while at < bytes.len() {
-            starts.push(at);
             let (len, _) = parse_header(&bytes[at..at + FRAME_HEADER]);
+            if len == 0 {
+                assert!(is_zero(&bytes[at..]), "only zeros follow the last frame");
+                break;
+            }
+            starts.push(at);
             at += FRAME_HEADER + len as usize;
         }
-        assert_eq!(at, bytes.len(), "the log ends at a frame boundary");
+        assert!(at <= bytes.len(), "the log ends at a frame boundary");
         starts
+    }
+
+    /// The logical part of a log file: up to the end of its last frame, without the
+    /// preallocated zeros.
+    fn logical(bytes: &[u8]) -> &[u8] {
+        let end = match frames(bytes).last() {
+            Some(&last) => last + FRAME_HEADER + parse_header(&bytes[last..]).0 as usize,
+            None => MAGIC.len(),
+        };
+        &bytes[..end]
     }
 
     /// Writes `bytes` as the log of a fresh directory.
@@ -1176,6 +1547,8 @@ mod tests {
         submit(&wal, vec![put("a", 5, "five")]).expect("commit 3");
         drop(wal);
         let bytes = fs::read(dir.path().join(LOG_FILE)).expect("read log");
+        // Without the preallocated zeros: the tests below cut and damage the frames.
+        let bytes = logical(&bytes).to_vec();
         (dir, bytes)
     }
 
@@ -1285,12 +1658,21 @@ mod tests {
             let mut damaged = bytes.clone();
             damaged[zeros.clone()].fill(0);
             let dir = log_dir(&damaged);
-            let loaded = reopen(dir.path()).expect("recovered");
+            let wal = WalBackend::open(dir.path()).expect("recovered");
+            let loaded = wal.load().expect("load");
             assert_eq!(state(&loaded), after_two_commits(), "zeros at {zeros:?}");
-            assert_eq!(
-                fs::metadata(dir.path().join(LOG_FILE)).expect("stat").len(),
-                last as u64
-            );
+            // The log continues where the last intact frame ends.
+            assert_eq!(wal.shared.log_bytes.load(Ordering::SeqCst), last as u64);
+            drop(wal);
+            let len = fs::metadata(dir.path().join(LOG_FILE)).expect("stat").len();
+            if zeros == (last..bytes.len()) {
+                // A frame that is all zeros cannot be told from preallocated space: it is the
+                // end of the log, and kept as preallocation.
+                assert_eq!(len, bytes.len() as u64, "zeros at {zeros:?}");
+            } else {
+                // Part zeros, part data: a torn tail, cut off.
+                assert_eq!(len, last as u64, "zeros at {zeros:?}");
+            }
         }
     }
 
@@ -1311,6 +1693,265 @@ mod tests {
             // Nothing was truncated: the damage is left for a human to look at.
             assert_eq!(fs::read(dir.path().join(LOG_FILE)).expect("read"), damaged);
         }
+    }
+
+    /// A tail of preallocated zeros as large as a preallocation step can get, and then some.
+    const BIG_TAIL: usize = 4 * PREALLOC_MAX as usize;
+
+    /// The frames of `three_commits`, with `zeros` zero bytes after them.
+    fn with_zero_tail(bytes: &[u8], zeros: usize) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        out.resize(bytes.len() + zeros, 0);
+        out
+    }
+
+    fn after_three_commits() -> State {
+        let mut model = after_two_commits();
+        apply(&mut model, &[put("a", 5, "five")]);
+        model
+    }
+
+    #[test]
+    fn a_preallocated_log_with_a_large_zero_tail_reopens_fast_and_keeps_its_tail() {
+        let (_dir, bytes) = three_commits();
+        let image = with_zero_tail(&bytes, BIG_TAIL);
+        let dir = log_dir(&image);
+        let started = Instant::now();
+        let wal = WalBackend::open(dir.path()).expect("open");
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_secs(3), "reopen took {elapsed:?}");
+        let loaded = wal.load().expect("load");
+        assert_eq!(state(&loaded), after_three_commits());
+        assert_eq!(loaded.max_rv, 5);
+        assert_eq!(
+            wal.shared.log_bytes.load(Ordering::SeqCst),
+            bytes.len() as u64
+        );
+        // The next commit goes over the zeros, right after the last frame: no growth.
+        submit(&wal, vec![put("d", 6, "after")]).expect("submit");
+        drop(wal);
+        let file = fs::read(dir.path().join(LOG_FILE)).expect("read");
+        assert_eq!(file.len(), image.len(), "the preallocated tail is kept");
+        assert_eq!(frames(&file).len(), frames(&bytes).len() + 1);
+        let loaded = reopen(dir.path()).expect("reopen");
+        assert_eq!(loaded.max_rv, 6);
+        assert_eq!(state(&loaded).len(), 3);
+    }
+
+    #[test]
+    fn a_torn_frame_followed_by_zeros_is_a_torn_tail() {
+        // A crash while the last commit was written over preallocated zeros: a prefix of the
+        // frame, or the frame with some of its bytes still zero, then the zeros.
+        let (_dir, bytes) = three_commits();
+        let last = *frames(&bytes).last().expect("frames");
+        let mut images = Vec::new();
+        for cut in [last + 1, last + 4, last + 8, last + 12, bytes.len() - 1] {
+            images.push((
+                format!("cut at {cut}"),
+                with_zero_tail(&bytes[..cut], BIG_TAIL),
+            ));
+        }
+        for zeros in [last..last + 4, last..last + 8, last + 8..last + 12] {
+            let mut image = with_zero_tail(&bytes, BIG_TAIL);
+            image[zeros.clone()].fill(0);
+            images.push((format!("zeros at {zeros:?}"), image));
+        }
+        for (what, image) in images {
+            let dir = log_dir(&image);
+            let started = Instant::now();
+            let wal = WalBackend::open(dir.path()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let elapsed = started.elapsed();
+            assert!(elapsed < Duration::from_secs(3), "{what}: took {elapsed:?}");
+            let loaded = wal.load().expect("load");
+            assert_eq!(state(&loaded), after_two_commits(), "{what}");
+            assert_eq!(loaded.max_rv, 4, "{what}");
+            assert_eq!(
+                wal.shared.log_bytes.load(Ordering::SeqCst),
+                last as u64,
+                "{what}"
+            );
+            // Cut off at the damage, zeros included; the next commit preallocates again.
+            let len = fs::metadata(dir.path().join(LOG_FILE)).expect("stat").len();
+            assert_eq!(len, last as u64, "{what}");
+            submit(&wal, vec![put("d", 5, "after")]).expect("submit after recovery");
+            drop(wal);
+            let file = fs::read(dir.path().join(LOG_FILE)).expect("read");
+            assert!(
+                file.len() > logical(&file).len(),
+                "{what}: preallocated again"
+            );
+            let loaded = reopen(dir.path()).expect("reopen");
+            assert_eq!(loaded.max_rv, 5, "{what}");
+            assert_eq!(state(&loaded).len(), 3, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_frame_then_zeros_then_an_intact_frame_is_corruption() {
+        let (_dir, bytes) = three_commits();
+        let starts = frames(&bytes);
+        let (second, third) = (starts[1], starts[2]);
+        // Zeros between the damaged frame and the intact one, of every alignment, and many.
+        for gap in (0..=17).chain([BIG_TAIL + 5]) {
+            for damage in ["flipped", "zeroed"] {
+                let mut image = bytes[..third].to_vec();
+                if damage == "flipped" {
+                    image[second + FRAME_HEADER + 3] ^= 0x40;
+                } else {
+                    // All zeros looks like the end of the log, but data follows it.
+                    image[second..].fill(0);
+                }
+                image.resize(third + gap, 0);
+                image.extend_from_slice(&bytes[third..]);
+                let image = with_zero_tail(&image, BIG_TAIL);
+                let dir = log_dir(&image);
+                let started = Instant::now();
+                match reopen(dir.path()) {
+                    Err(BackendError::Corrupt(message)) => {
+                        assert!(message.contains("intact frame follows"), "{message}");
+                        let at = format!("at byte {}", third + gap);
+                        assert!(message.contains(&at), "{message}");
+                    }
+                    other => panic!("{damage}, {gap} zeros: {other:?}"),
+                }
+                let elapsed = started.elapsed();
+                assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+                assert_eq!(fs::read(dir.path().join(LOG_FILE)).expect("read"), image);
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_after_the_preallocated_zeros_is_cut_off() {
+        // The logical end, zeros, then bytes that are no frame (a torn write past the
+        // preallocation cannot happen, but bit rot can): dropped, the frames kept.
+        let (_dir, bytes) = three_commits();
+        let mut image = with_zero_tail(&bytes, 5000);
+        image.extend_from_slice(b"not a frame at all");
+        image.resize(image.len() + 3000, 0);
+        let dir = log_dir(&image);
+        let loaded = reopen(dir.path()).expect("recovered");
+        assert_eq!(state(&loaded), after_three_commits());
+        let len = fs::metadata(dir.path().join(LOG_FILE)).expect("stat").len();
+        assert_eq!(len, bytes.len() as u64);
+    }
+
+    #[test]
+    fn frames_are_written_only_over_synced_preallocated_zeros() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOG_FILE);
+        let wal = WalBackend::open(dir.path()).expect("open");
+        // A new log comes preallocated.
+        let file = fs::read(&path).expect("read");
+        let start = logical(&file).len() as u64;
+        assert_eq!(file.len() as u64, prealloc_target(start, start));
+        let mut rv = 0;
+        let mut model = State::new();
+        // Small commits cross the low-water mark; some commits are larger than a whole step,
+        // so they have to preallocate before they are written.
+        let sizes = [
+            100,
+            2000,
+            30_000,
+            200_000,
+            700_000,
+            2 << 20,
+            100,
+            9 << 20,
+            100,
+        ];
+        for size in sizes.into_iter().chain([20_000; 300]) {
+            rv += 1;
+            let records = vec![put(&format!("k{rv}"), rv, &"v".repeat(size))];
+            apply(&mut model, &records);
+            // In debug builds, `write_and_sync` asserts that the frame fits in the synced
+            // preallocation: a frame written past it would poison the backend here.
+            submit(&wal, records).expect("submit");
+            let logical_end = wal.shared.log_bytes.load(Ordering::SeqCst);
+            let len = fs::metadata(&path).expect("stat").len();
+            // The frames end on synced zeros, at least a zero frame header of them.
+            assert!(
+                len >= logical_end + FRAME_HEADER as u64,
+                "{len} < {logical_end} + header"
+            );
+            assert_eq!(len % PREALLOC_ALIGN, 0);
+        }
+        let extensions = wal.shared.extensions.load(Ordering::SeqCst);
+        assert!(extensions >= 4, "{extensions} preallocations");
+        let logical_end = wal.shared.log_bytes.load(Ordering::SeqCst);
+        drop(wal);
+        // After the last commit the committer preallocated ahead.
+        let file = fs::read(&path).expect("read");
+        assert_eq!(logical(&file).len() as u64, logical_end);
+        let ahead = file.len() as u64 - logical_end;
+        assert!(
+            ahead >= prealloc_step(logical_end) / PREALLOC_LOW,
+            "{ahead} bytes preallocated ahead"
+        );
+        let loaded = reopen(dir.path()).expect("reopen");
+        assert_eq!(state(&loaded), model);
+    }
+
+    #[test]
+    fn a_compacted_log_is_preallocated_and_reopens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOG_FILE);
+        let wal = WalBackend::open(dir.path()).expect("open");
+        let mut model = State::new();
+        let value = "c".repeat(1000);
+        for rv in 1..=3000 {
+            let records = vec![put(&format!("k{}", rv % 1500), rv, &value)];
+            apply(&mut model, &records);
+            submit(&wal, records).expect("submit");
+        }
+        compact(&wal, live(&model), 3000).expect("compact");
+        let file = fs::read(&path).expect("read");
+        let end = logical(&file).len() as u64;
+        assert!(end > PREALLOC_MIN, "a snapshot of {end} bytes");
+        assert_eq!(wal.shared.log_bytes.load(Ordering::SeqCst), end);
+        assert_eq!(file.len() as u64, prealloc_target(end, end));
+        assert!(file.len() as u64 >= end + prealloc_step(end));
+        // Commits after it go over its zeros, right after the snapshot.
+        apply(&mut model, &[put("after", 3001, "x")]);
+        submit(&wal, vec![put("after", 3001, "x")]).expect("submit");
+        drop(wal);
+        let file = fs::read(&path).expect("read");
+        assert_eq!(file.len() as u64, prealloc_target(end, end));
+        let loaded = reopen(dir.path()).expect("reopen");
+        assert_eq!(state(&loaded), model);
+        assert_eq!(loaded.max_rv, 3001);
+    }
+
+    #[test]
+    fn the_intact_frame_search_skips_zeros_exactly_as_decoding_would_walk_them() {
+        let mut entry = Vec::new();
+        encode_record(&mut entry, &put("k", 7, "value"));
+        let mut deletion = Vec::new();
+        encode_record(&mut deletion, &del("key", 8));
+        for zeros in 0..3 * ZERO_ENTRY + 2 {
+            let run = vec![0; zeros];
+            let payloads = [
+                [&entry[..], &run, &deletion].concat(),
+                [&entry[..], &run].concat(),
+                [&run[..], &deletion].concat(),
+                [&run[..], &entry, &run, &deletion].concat(),
+            ];
+            for payload in payloads {
+                let decodes = decode_payload(&payload, |_| {}).is_ok();
+                for zeros_from in [zero_tail(&payload), payload.len()] {
+                    assert_eq!(
+                        payload_decodes(&payload, zeros_from),
+                        decodes,
+                        "{payload:?} with zeros from {zeros_from}"
+                    );
+                }
+            }
+        }
+        assert_eq!(zero_tail(&[0; 20]), 0);
+        assert_eq!(zero_tail(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 1);
+        assert_eq!(zero_tail(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 2]), 10);
+        assert_eq!(first_nonzero(&[0; 20]), None);
+        assert_eq!(first_nonzero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0]), Some(9));
     }
 
     #[test]
@@ -1349,11 +1990,16 @@ mod tests {
             submit(&wal, records).expect("submit");
         }
         let path = dir.path().join(LOG_FILE);
-        let before = fs::metadata(&path).expect("stat").len();
+        // Logical sizes: the preallocated zeros after the last frame do not count.
+        let before = logical(&fs::read(&path).expect("read")).len() as u64;
+        assert_eq!(wal.shared.log_bytes.load(Ordering::SeqCst), before);
         compact(&wal, live(&model), rv).expect("compact");
-        let after = fs::metadata(&path).expect("stat").len();
+        let file = fs::read(&path).expect("read");
+        let after = logical(&file).len() as u64;
         assert!(after * 10 < before, "{after} vs {before}");
         assert_eq!(wal.shared.log_bytes.load(Ordering::SeqCst), after);
+        // The new log comes preallocated (`logical` checked that the rest is zeros).
+        assert_eq!(file.len() as u64, prealloc_target(after, after));
         drop(wal);
 
         let loaded = reopen(dir.path()).expect("reopen");
@@ -1388,7 +2034,8 @@ mod tests {
         }
         let path = dir.path().join(LOG_FILE);
         let log = fs::read(&path).expect("read");
-        let starts = frames(&log);
+        let log = logical(&log);
+        let starts = frames(log);
         assert!(
             starts.len() > 8,
             "60 small submissions of 1000-byte rounds: many frames"
@@ -1888,8 +2535,13 @@ mod tests {
             let total: u64 = threads.into_iter().map(|t| t.join().expect("writer")).sum();
             let secs = started.elapsed().as_secs_f64();
             let syncs = wal.syncs();
+            let shared = &wal.shared;
+            let extensions = shared.extensions.load(Ordering::SeqCst);
+            let extension_ms = shared.extension_nanos.load(Ordering::SeqCst) as f64 / 1e6;
+            let max_ms = shared.extension_max_nanos.load(Ordering::SeqCst) as f64 / 1e6;
             println!(
-                "{writers:>2} writers: {:>8.0} records/s, {:>6.0} fsyncs/s, {:>5.1} records/fsync",
+                "{writers:>2} writers: {:>8.0} records/s, {:>6.0} fsyncs/s, {:>5.1} records/fsync, \
+                 {extensions} preallocations ({extension_ms:.1} ms in all, longest {max_ms:.1} ms)",
                 total as f64 / secs,
                 syncs as f64 / secs,
                 total as f64 / syncs as f64
