@@ -119,7 +119,8 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
+/// Reads `dryRun`, `fieldValidation` and `fieldManager`.
+pub(crate) fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -553,9 +554,4 @@ pub(crate) async fn body_patch(headers: &HeaderMap, body: Body) -> Result<Patch,
     })?;
     let bytes = read_body(body).await?;
     Patch::parse(ty, &bytes, true)
-}
-
-/// Write options for the scale subresource.
-pub(crate) fn scale_write_options(q: &Query) -> Result<WriteOptions, ApiError> {
-    write_options(q)
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::App;
 use super::error::ApiError;
 use super::json_response;
-use super::resources::{Query, body_patch, body_value, scale_write_options};
+use super::resources::{Query, body_patch, body_value, write_options};
 use crate::registry::Resource;
 use crate::registry::rest::{Part, Target};
 use crate::selector::LabelSelector;
@@ -92,7 +92,7 @@ pub(crate) async fn serve(
             });
         }
     };
-    let opts = scale_write_options(q)?;
+    let opts = write_options(q)?;
     let wanted_rv = match &change {
         Change::Put(v) => v
             .pointer("/metadata/resourceVersion")
