@@ -167,6 +167,8 @@ enum Printer {
     Deployment,
     /// apps/v1 ReplicaSet.
     ReplicaSet,
+    /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding.
+    Binding,
     /// Everything else: `Name` and `Created At`.
     Generic,
 }
@@ -186,6 +188,7 @@ impl Printer {
             ("events.k8s.io", "Event") => Self::EventsEvent,
             ("apps", "Deployment") => Self::Deployment,
             ("apps", "ReplicaSet") => Self::ReplicaSet,
+            ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => Self::Binding,
             _ => Self::Generic,
         }
     }
@@ -203,6 +206,7 @@ impl Printer {
             Self::Service => &SERVICE,
             Self::Deployment => &DEPLOYMENT,
             Self::ReplicaSet => &REPLICA_SET,
+            Self::Binding => &BINDING,
             Self::Generic => &GENERIC,
         }
     }
@@ -221,6 +225,7 @@ impl Printer {
             Self::Service => service_cells(obj, now).into(),
             Self::Deployment => deployment_cells(obj, now).into(),
             Self::ReplicaSet => replica_set_cells(obj, now).into(),
+            Self::Binding => binding_cells(obj, now).into(),
             Self::Generic => generic_cells(obj).into(),
         }
     }
@@ -318,6 +323,19 @@ const LEASE: [Column; 3] = [
     NAME,
     shown("Holder", "Identity currently holding the lease."),
     AGE,
+];
+
+/// RoleBinding and ClusterRoleBinding columns.
+const BINDING: [Column; 6] = [
+    NAME,
+    shown("Role", "The role bound, as Kind/name."),
+    AGE,
+    wide("Users", "Users bound."),
+    wide("Groups", "Groups bound."),
+    wide(
+        "ServiceAccounts",
+        "Service accounts bound, as namespace/name.",
+    ),
 ];
 
 /// Event columns, shared by core/v1 and events.k8s.io/v1 Events.
@@ -508,6 +526,39 @@ fn lease_cells(obj: &Value, now: i64) -> [Value; LEASE.len()] {
         name(obj),
         Value::from(text(obj, &["spec", "holderIdentity"])),
         age_cell(obj, now),
+    ]
+}
+
+fn binding_cells(obj: &Value, now: i64) -> [Value; BINDING.len()] {
+    let subjects = |kind: &str| -> Value {
+        let names: Vec<String> = obj
+            .get("subjects")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|s| s.get("kind").and_then(Value::as_str) == Some(kind))
+            .map(|s| {
+                let name = s.get("name").and_then(Value::as_str).unwrap_or_default();
+                match s.get("namespace").and_then(Value::as_str) {
+                    Some(ns) if kind == "ServiceAccount" => format!("{ns}/{name}"),
+                    _ => name.to_owned(),
+                }
+            })
+            .collect();
+        Value::from(names.join(", "))
+    };
+    let role = format!(
+        "{}/{}",
+        text(obj, &["roleRef", "kind"]),
+        text(obj, &["roleRef", "name"])
+    );
+    [
+        name(obj),
+        Value::from(role),
+        age_cell(obj, now),
+        subjects("User"),
+        subjects("Group"),
+        subjects("ServiceAccount"),
     ]
 }
 
@@ -1796,5 +1847,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn role_bindings_show_the_role_and_their_subjects() {
+        let binding = json!({
+            "metadata": {"name": "readers", "creationTimestamp": ago(90)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [
+                {"kind": "User", "name": "alice"},
+                {"kind": "Group", "name": "devs"},
+                {"kind": "ServiceAccount", "name": "bot", "namespace": "ops"},
+                {"kind": "User", "name": "bob"}
+            ]
+        });
+        let names: Vec<&str> = columns("rbac.authorization.k8s.io", "RoleBinding")
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            names,
+            ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"]
+        );
+        assert_eq!(
+            cells(
+                "rbac.authorization.k8s.io",
+                "ClusterRoleBinding",
+                &binding,
+                NOW
+            ),
+            [
+                json!("readers"),
+                json!("ClusterRole/view"),
+                json!("90s"),
+                json!("alice, bob"),
+                json!("devs"),
+                json!("ops/bot")
+            ]
+        );
     }
 }
