@@ -334,3 +334,40 @@ async fn kube_runtime_watchers_converge_in_both_list_modes() {
         assert_eq!(seen, 30);
     }
 }
+
+#[tokio::test]
+async fn a_timed_out_watch_ends_with_a_bookmark_at_the_newest_revision() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut events = cms
+        .watch(&WatchParams::default().timeout(1), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    let created = cms
+        .create(&PostParams::default(), &cm("one", &[]))
+        .await
+        .expect("create");
+    assert_eq!(name_of(&next(&mut events).await), ("ADDED", "one".into()));
+    match next(&mut events).await {
+        WatchEvent::Bookmark(b) => assert_eq!(
+            Some(b.metadata.resource_version),
+            created.metadata.resource_version
+        ),
+        other => panic!("expected a closing bookmark, got {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .expect("ends")
+            .expect("ok")
+            .is_none()
+    );
+}

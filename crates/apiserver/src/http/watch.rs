@@ -4,7 +4,8 @@
 //! resourceVersion, `0`, or `sendInitialEvents` asks for them), then carries every change after
 //! its starting revision from the storage history. Selector transitions become `ADDED` and
 //! `DELETED`, as in Kubernetes. Bookmarks are sent when allowed (after the initial events, if
-//! asked, and on a quiet stream every `bookmark_interval`). A watcher that falls behind the
+//! asked, on a quiet stream every `bookmark_interval`, and just before `timeoutSeconds` ends the
+//! stream). A watcher that falls behind the
 //! history receives an `ERROR` event with a 410 Status and the stream ends; clients re-list.
 //!
 //! Plain JSON watches without selectors send the event line the history rendered once for all
@@ -248,6 +249,7 @@ impl Stream {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         enum Woke {
             Stop,
+            TimedOut(u64),
             Bookmark(u64),
             Event(Result<Arc<WatchEvent>, StorageError>),
         }
@@ -263,7 +265,7 @@ impl Stream {
             let woke = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Woke::Stop,
-                () = sleep_until(self.deadline) => Woke::Stop,
+                () = sleep_until(self.deadline) => Woke::TimedOut(watcher.progress()),
                 () = tokio::time::sleep(self.app.bookmark_interval), if self.bookmarks => {
                     Woke::Bookmark(watcher.progress())
                 }
@@ -272,6 +274,12 @@ impl Stream {
             self.watcher = Some(watcher);
             match woke {
                 Woke::Stop => return None,
+                // A last bookmark lets the client re-watch from the newest revision it saw.
+                Woke::TimedOut(rv) if self.bookmarks => {
+                    self.done = true;
+                    return Some(self.bookmark(rv, false));
+                }
+                Woke::TimedOut(_) => return None,
                 Woke::Bookmark(rv) => return Some(self.bookmark(rv, false)),
                 Woke::Event(Ok(event)) => {
                     if let Some(line) = self.event_line(&event) {
