@@ -9,7 +9,7 @@
 //!   backends.
 //! - [`registry`]: the served resources and the verbs with Kubernetes semantics.
 //! - [`http`]: routing, negotiation, rendering, watch streams, discovery and OpenAPI.
-//! - [`patch`], [`selector`]: patch algorithms and label/field selectors.
+//! - [`patch`]: patch algorithms; `selector`: label and field selectors (internal).
 //! - [`auth`]: TLS material, tokens and kubeconfig files.
 //! - [`server`]: [`server::ApiServer`], which puts it together, and the socket serve loop.
 //!
@@ -21,6 +21,6 @@ pub mod controllers;
 pub mod http;
 pub mod patch;
 pub mod registry;
-pub mod selector;
+pub(crate) mod selector;
 pub mod server;
 pub mod storage;

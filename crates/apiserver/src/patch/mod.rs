@@ -1,11 +1,11 @@
 //! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and, for built-in kinds,
 //! strategic merge patch.
 //!
-//! [`apply`] turns the current object and a patch document into the patched object; the
+//! [`Patch::apply`] turns the current object and a patch document into the patched object; the
 //! registry then treats the result like the body of an update. Server-side apply lives with
 //! field ownership, not here.
 
-pub mod strategic;
+pub(crate) mod strategic;
 
 use serde_json::Value;
 

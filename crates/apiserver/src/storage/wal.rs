@@ -55,9 +55,9 @@
 //!    most 32 MiB unless a single submission is larger): one `write_all` at the logical end,
 //!    over preallocated zeros, one `sync_data`, then every `done(Ok(()))` in submission
 //!    order. Batches form from the writes that arrive while the previous fsync runs. Under
-//!    load (the previous commit carried at least [`LINGER_MIN_BATCH`] submissions, i.e. that
+//!    load (the previous commit carried at least `LINGER_MIN_BATCH` (8) submissions, i.e. that
 //!    many writers are waiting in turn) and when fewer jobs are queued than last time, the
-//!    committer lingers for [`LINGER`] so that writers just answered can queue their next
+//!    committer lingers (at most `LINGER`, 300 µs) so that writers just answered can queue their next
 //!    write: batches grow and fsyncs, with their kernel and wake-up costs, become fewer. A
 //!    lone writer never waits.
 //! 3. Preallocation: after a commit's callbacks, when less than a quarter of a step is left
