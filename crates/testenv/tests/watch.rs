@@ -32,6 +32,16 @@ where
         .expect("stream open")
 }
 
+/// The revision a list shows now: where a watch of "everything after this" starts.
+async fn current_rv(cms: &Api<ConfigMap>) -> String {
+    cms.list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("lists carry a resourceVersion")
+}
+
 fn name_of(e: &WatchEvent<ConfigMap>) -> (&'static str, String) {
     match e {
         WatchEvent::Added(o) => ("ADDED", o.metadata.name.clone().unwrap_or_default()),
@@ -46,13 +56,7 @@ fn name_of(e: &WatchEvent<ConfigMap>) -> (&'static str, String) {
 async fn a_watch_from_a_resource_version_replays_every_later_change_in_order() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let start = current_rv(&cms).await;
     cms.create(&PostParams::default(), &cm("a", &[]))
         .await
         .expect("create");
@@ -109,13 +113,7 @@ async fn a_watch_older_than_the_history_gets_410_expired() {
         .await
         .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let start = current_rv(&cms).await;
     for i in 0..20 {
         cms.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
             .await
@@ -171,13 +169,7 @@ fn continue_token_at(rv: &str) -> String {
 async fn label_selector_transitions_become_added_and_deleted() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let start = current_rv(&cms).await;
     let mut events = cms
         .watch(&WatchParams::default().labels("team=a"), &start)
         .await
@@ -200,14 +192,13 @@ async fn label_selector_transitions_become_added_and_deleted() {
     )
     .await
     .expect("inside");
-    let out = cms
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}})),
-        )
-        .await
-        .expect("out");
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}})),
+    )
+    .await
+    .expect("out");
     let got: Vec<(&str, String)> = vec![
         name_of(&next(&mut events).await),
         name_of(&next(&mut events).await),
@@ -221,7 +212,6 @@ async fn label_selector_transitions_become_added_and_deleted() {
             ("DELETED", "x".into())
         ]
     );
-    let _ = out;
 }
 
 #[tokio::test]
@@ -254,13 +244,7 @@ async fn quiet_watches_get_bookmarks_and_timeouts_end_the_stream() {
         .await
         .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let start = current_rv(&cms).await;
     let mut events = cms
         .watch(&WatchParams::default().timeout(1), &start)
         .await
@@ -339,13 +323,7 @@ async fn kube_runtime_watchers_converge_in_both_list_modes() {
 async fn a_timed_out_watch_ends_with_a_bookmark_at_the_newest_revision() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
-    let start = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let start = current_rv(&cms).await;
     let mut events = cms
         .watch(&WatchParams::default().timeout(1), &start)
         .await

@@ -272,7 +272,7 @@ impl Registry {
         let items = page
             .items
             .iter()
-            .map(|s| self.served_bytes(res, s))
+            .map(|s| self.served(res, s))
             .collect::<Result<Vec<_>, _>>()?;
         let continue_token = page
             .continue_after

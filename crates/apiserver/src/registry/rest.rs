@@ -252,8 +252,8 @@ impl Registry {
         Ok(decoded.object)
     }
 
-    /// Reads a stored object in served form.
-    fn served(&self, res: &Resource, stored: &Stored) -> Result<Bytes, ApiError> {
+    /// A stored object in served form (the stored bytes themselves unless the kind converts).
+    pub fn served(&self, res: &Resource, stored: &Stored) -> Result<Bytes, ApiError> {
         if !res.strategy.converts() {
             return Ok(stored.bytes.clone());
         }
@@ -264,11 +264,6 @@ impl Registry {
         serde_json::to_vec(&served)
             .map(Bytes::from)
             .map_err(|e| ApiError::Internal(e.to_string()))
-    }
-
-    /// Converts stored bytes to the served form (for lists and watches).
-    pub fn served_bytes(&self, res: &Resource, stored: &Stored) -> Result<Bytes, ApiError> {
-        self.served(res, stored)
     }
 
     /// `GET` one object.
