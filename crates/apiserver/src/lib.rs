@@ -9,6 +9,7 @@
 //!   backends.
 //! - [`registry`]: the served resources and the verbs with Kubernetes semantics.
 //! - [`http`]: routing, negotiation, rendering, watch streams, discovery and OpenAPI.
+//! - [`schema`]: structural schemas of custom resources: prune, default, validate.
 //! - [`patch`]: patch algorithms; `selector`: label and field selectors (internal).
 //! - [`auth`]: TLS material, tokens and kubeconfig files.
 //! - [`server`]: [`server::ApiServer`], which puts it together, and the socket serve loop.
@@ -21,6 +22,7 @@ pub mod controllers;
 pub mod http;
 pub mod patch;
 pub mod registry;
+pub mod schema;
 pub(crate) mod selector;
 pub mod server;
 pub mod storage;

@@ -1,0 +1,8 @@
+//! kore-runtime: the control-loop machinery for Kubernetes operators.
+//!
+//! Informers list and watch the API server into an indexed cache; controllers map
+//! changes to keys in a deduplicating, rate-limited workqueue; workers hand each key
+//! to a [`Reconciler`](controller)-style function; a manager runs them all with
+//! shared informers, leader election, metrics, health probes and graceful shutdown.
+//! Everything talks to the API server through `kube::Client`, so the same code runs
+//! against kore-apiserver in tests and against a real cluster in production.
