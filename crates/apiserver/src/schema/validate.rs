@@ -15,6 +15,8 @@
 //! The walk allocates nothing unless it reports an error: paths are a linked list on the
 //! stack, rendered only for a message.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
 use regex::Regex;
@@ -23,6 +25,10 @@ use serde_json::{Map, Number, Value};
 use super::format::Format;
 use super::{Additional, JsonType, ListType, Structural};
 use crate::registry::validation::{FieldError, NameRule, check_name, validate_object_meta};
+
+/// Lists up to this long are checked for duplicates pairwise (no allocation); longer ones
+/// through a hash table.
+const SMALL_LIST: usize = 64;
 
 /// A node's value validations, compiled at parse time.
 #[derive(Clone, Debug, Default)]
@@ -508,9 +514,26 @@ impl Validator<'_> {
     /// One `Duplicate value` per value that appears more than once.
     fn duplicates(&mut self, items: &[Value], path: &Path) {
         let mut dups: Vec<&Value> = Vec::new();
-        for (i, x) in items.iter().enumerate() {
-            if items[..i].contains(x) && !dups.contains(&x) {
-                dups.push(x);
+        if items.len() <= SMALL_LIST {
+            for (i, x) in items.iter().enumerate() {
+                if items[..i].contains(x) && !dups.contains(&x) {
+                    dups.push(x);
+                }
+            }
+        } else {
+            let mut seen: HashMap<String, bool> = HashMap::with_capacity(items.len());
+            for x in items {
+                match seen.entry(x.to_string()) {
+                    Entry::Vacant(e) => {
+                        e.insert(false);
+                    }
+                    Entry::Occupied(mut e) => {
+                        if !*e.get() {
+                            e.insert(true);
+                            dups.push(x);
+                        }
+                    }
+                }
             }
         }
         if dups.is_empty() {
@@ -525,14 +548,6 @@ impl Validator<'_> {
 
     fn list_map(&mut self, s: &Structural, keys: &[String], items: &[Value], path: &Path) {
         let item_schema = s.items.as_deref();
-        let key_of = |item: &'_ Value, k: &str| -> Option<Value> {
-            item.get(k).cloned().or_else(|| {
-                item_schema
-                    .and_then(|is| is.declared_property(k))
-                    .and_then(|p| p.default.clone())
-            })
-        };
-        let mut seen: Vec<Vec<Option<Value>>> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let at = Path::Index(path, i);
             if !item.is_object() {
@@ -542,33 +557,62 @@ impl Validator<'_> {
                     item.clone(),
                     "must be an object for an array of list-type map",
                 ));
-                seen.push(Vec::new());
                 continue;
             }
-            let mut complete = true;
-            let tuple: Vec<Option<Value>> = keys
+            for k in keys {
+                if map_key(item, k, item_schema).is_none() {
+                    let f = self.field(&Path::Field(&at, k).render());
+                    self.errs.push(FieldError::required(f, ""));
+                }
+            }
+        }
+        let keyed = |item: &Value| {
+            item.is_object() && keys.iter().all(|k| map_key(item, k, item_schema).is_some())
+        };
+        let same = |a: &Value, b: &Value| {
+            keys.iter()
+                .all(|k| map_key(a, k, item_schema) == map_key(b, k, item_schema))
+        };
+        let report = |v: &mut Self, i: usize, item: &Value| {
+            let shown: Map<String, Value> = keys
                 .iter()
                 .map(|k| {
-                    let v = key_of(item, k);
-                    if v.is_none() {
-                        complete = false;
-                        let f = self.field(&Path::Field(&at, k).render());
-                        self.errs.push(FieldError::required(f, ""));
-                    }
-                    v
+                    (
+                        k.clone(),
+                        map_key(item, k, item_schema)
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    )
                 })
                 .collect();
-            if complete && seen.contains(&tuple) {
-                let shown: Map<String, Value> = keys
-                    .iter()
-                    .cloned()
-                    .zip(tuple.iter().map(|v| v.clone().unwrap_or(Value::Null)))
-                    .collect();
-                let f = self.field(&at.render());
-                self.errs
-                    .push(FieldError::duplicate(f, Value::Object(shown)));
+            let f = v.field(&Path::Index(path, i).render());
+            v.errs.push(FieldError::duplicate(f, Value::Object(shown)));
+        };
+        if items.len() <= SMALL_LIST {
+            for (i, item) in items.iter().enumerate() {
+                if keyed(item) && items[..i].iter().any(|o| keyed(o) && same(o, item)) {
+                    report(self, i, item);
+                }
             }
-            seen.push(if complete { tuple } else { Vec::new() });
+        } else {
+            let mut seen: HashMap<String, ()> = HashMap::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                if !keyed(item) {
+                    continue;
+                }
+                let mut id = String::new();
+                for k in keys {
+                    id.push_str(
+                        &map_key(item, k, item_schema)
+                            .map(Value::to_string)
+                            .unwrap_or_default(),
+                    );
+                    id.push('\0');
+                }
+                if seen.insert(id, ()).is_some() {
+                    report(self, i, item);
+                }
+            }
         }
     }
 
@@ -711,6 +755,15 @@ impl Validator<'_> {
             self.errs.push(e);
         }
     }
+}
+
+/// The value of key `k` of a list-map item, or the key's default.
+fn map_key<'a>(item: &'a Value, k: &str, item_schema: Option<&'a Structural>) -> Option<&'a Value> {
+    item.get(k).or_else(|| {
+        item_schema
+            .and_then(|is| is.declared_property(k))
+            .and_then(|p| p.default.as_ref())
+    })
 }
 
 /// The bound, as the message prints it, when `value` is outside it.
@@ -1025,6 +1078,34 @@ mod tests {
                 r#"spec.ports[1].name: Required value"#,
                 r#"spec.ports[2]: Duplicate value: {"name":"a"}"#,
                 r#"spec.tags: Duplicate value: "a""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn long_lists_find_duplicates_too() {
+        let schema = spec(json!({
+            "tags": {"type": "array", "items": {"type": "integer"}, "x-kubernetes-list-type": "set"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        }));
+        let mut tags: Vec<Value> = (0..200).map(Value::from).collect();
+        let mut ports: Vec<Value> = (0..200).map(|i| json!({"name": format!("p{i}")})).collect();
+        assert!(
+            errors(
+                schema.clone(),
+                json!({"spec": {"tags": tags, "ports": ports}})
+            )
+            .is_empty()
+        );
+        tags.push(json!(5));
+        tags.push(json!(5));
+        ports.push(json!({"name": "p7"}));
+        assert_eq!(
+            errors(schema, json!({"spec": {"tags": tags, "ports": ports}})),
+            [
+                r#"spec.ports[200]: Duplicate value: {"name":"p7"}"#,
+                "spec.tags: Duplicate value: 5"
             ]
         );
     }
