@@ -276,10 +276,9 @@ impl Validator<'_> {
                 };
                 if !ok && data_format != format {
                     self.type_error_named(path, format, data_format);
+                    return;
                 }
-                return;
-            }
-            if !numeric {
+            } else if !numeric {
                 // Kubernetes skips the type check of a formatted string-or-array value.
                 return;
             }
@@ -699,59 +698,67 @@ impl Validator<'_> {
 
     /// `apiVersion` and `kind` are required; `metadata` follows the ObjectMeta rules.
     fn embedded_resource(&mut self, map: &Map<String, Value>, path: &Path) {
-        let base = self.field(&path.render());
-        let base = if base == "<nil>" { String::new() } else { base };
-        let at = |f: &str| join_path(&base, f);
+        // Paths are built only when there is something to report.
+        let at = |v: &Self, f: &str| {
+            let base = v.field(&path.render());
+            let base = if base == "<nil>" { "" } else { base.as_str() };
+            join_path(base, f)
+        };
         for key in ["apiVersion", "kind"] {
             match map.get(key) {
-                None => self
-                    .errs
-                    .push(FieldError::required(at(key), "must not be empty")),
-                Some(Value::String(s)) if s.is_empty() => self.errs.push(FieldError::invalid(
-                    at(key),
-                    Value::String(String::new()),
-                    "must not be empty",
-                )),
-                Some(Value::String(s)) if key == "apiVersion" && s.matches('/').count() > 1 => {
+                None => {
+                    let f = at(self, key);
+                    self.errs.push(FieldError::required(f, "must not be empty"));
+                }
+                Some(Value::String(s)) if s.is_empty() => {
+                    let f = at(self, key);
                     self.errs.push(FieldError::invalid(
-                        at(key),
+                        f,
+                        Value::String(String::new()),
+                        "must not be empty",
+                    ));
+                }
+                Some(Value::String(s)) if key == "apiVersion" && s.matches('/').count() > 1 => {
+                    let f = at(self, key);
+                    self.errs.push(FieldError::invalid(
+                        f,
                         Value::String(s.clone()),
                         format!("unexpected GroupVersion string: {s}"),
-                    ))
+                    ));
                 }
                 Some(Value::String(_)) => {}
-                Some(other) => self.errs.push(FieldError::invalid(
-                    at(key),
-                    other.clone(),
-                    "must be a string",
-                )),
+                Some(other) => {
+                    let f = at(self, key);
+                    self.errs
+                        .push(FieldError::invalid(f, other.clone(), "must be a string"));
+                }
             }
         }
         let Some(meta) = map.get("metadata") else {
             return;
         };
-        if !meta.is_object() {
-            self.errs.push(FieldError::invalid(
-                at("metadata"),
-                meta.clone(),
-                "must be an object",
-            ));
+        let Some(meta_map) = meta.as_object() else {
+            let f = at(self, "metadata");
+            self.errs
+                .push(FieldError::invalid(f, meta.clone(), "must be an object"));
             return;
-        }
-        if let Some(name) = meta.get("name").and_then(Value::as_str) {
+        };
+        if let Some(name) = meta_map.get("name").and_then(Value::as_str) {
             for why in check_name(NameRule::Subdomain, name) {
-                self.errs.push(FieldError::invalid(
-                    at("metadata.name"),
-                    Value::String(name.to_string()),
-                    why,
-                ));
+                let f = at(self, "metadata.name");
+                self.errs
+                    .push(FieldError::invalid(f, Value::String(name.to_string()), why));
             }
         }
-        let (errs, _warnings) = validate_object_meta(&Value::Object(
-            std::iter::once(("metadata".to_string(), meta.clone())).collect(),
-        ));
+        let shared = ["labels", "annotations", "finalizers", "ownerReferences"];
+        if !shared.iter().any(|k| meta_map.contains_key(*k)) {
+            return;
+        }
+        let wrapped =
+            Value::Object(std::iter::once(("metadata".to_string(), meta.clone())).collect());
+        let (errs, _warnings) = validate_object_meta(&wrapped);
         for mut e in errs {
-            e.field = at(&e.field);
+            e.field = at(self, &e.field);
             self.errs.push(e);
         }
     }
@@ -1170,6 +1177,64 @@ mod tests {
     }
 
     #[test]
+    fn additional_properties_false_forbids_other_keys() {
+        let schema = spec(json!({"o": {"type": "object", "additionalProperties": false}}));
+        assert!(errors(schema.clone(), json!({"spec": {"o": {}}})).is_empty());
+        assert_eq!(
+            errors(schema, json!({"spec": {"o": {"x": 1}}})),
+            [r#"spec.o: Invalid value: "x": spec.o.x in body is a forbidden property"#]
+        );
+    }
+
+    #[test]
+    fn nullable_fields_still_check_their_enum_like_kubernetes() {
+        let schema = spec(json!({
+            "a": {"type": "string", "nullable": true, "enum": ["x", null]},
+            "b": {"type": "string", "nullable": true, "enum": ["x"]},
+        }));
+        assert!(errors(schema.clone(), json!({"spec": {"a": null}})).is_empty());
+        assert_eq!(
+            errors(schema, json!({"spec": {"b": null}})),
+            [r#"spec.b: Unsupported value: null: supported values: "x""#]
+        );
+    }
+
+    #[test]
+    fn untyped_preserving_fields_take_any_value() {
+        let schema = spec(json!({"any": {"x-kubernetes-preserve-unknown-fields": true}}));
+        for v in [
+            json!(1),
+            json!("s"),
+            json!([1, {"a": 2}]),
+            json!({"deep": {"er": null}}),
+            json!(null),
+        ] {
+            assert!(
+                errors(schema.clone(), json!({"spec": {"any": v}})).is_empty(),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_root_metadata_is_checked_only_against_name_constraints() {
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}}},
+        }});
+        assert!(
+            errors(
+                schema.clone(),
+                json!({"metadata": {"name": "short", "labels": {"x": "y"}}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            errors(schema, json!({"metadata": {"name": "toolong"}})),
+            ["metadata.name: Too long: may not be more than 5 bytes"]
+        );
+    }
+
+    #[test]
     fn one_of_needs_exactly_one_match() {
         let schema =
             spec(json!({"n": {"type": "integer", "oneOf": [{"minimum": 0}, {"maximum": 10}]}}));
@@ -1181,6 +1246,26 @@ mod tests {
                 r#"<nil>: Invalid value: "": "spec.n" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
             ]
         );
+    }
+
+    #[test]
+    fn formats_shape_type_messages_as_in_kubernetes() {
+        let schema = spec(json!({
+            "i": {"type": "integer", "format": "int32"},
+            "t": {"type": "string", "format": "date-time"},
+            "p": {"x-kubernetes-int-or-string": true, "format": "int-or-string"},
+        }));
+        assert!(errors(schema.clone(), json!({"spec": {"i": 5, "p": "50%"}})).is_empty());
+        assert!(errors(schema.clone(), json!({"spec": {"p": 3}})).is_empty());
+        assert_eq!(
+            errors(schema.clone(), json!({"spec": {"i": 1.5, "t": 5}})),
+            [
+                r#"spec.i: Invalid value: "float64": spec.i in body must be of type int32: "float64""#,
+                r#"spec.t: Invalid value: "int64": spec.t in body must be of type date-time: "int64""#,
+            ]
+        );
+        // A formatted string field takes an array without complaint, as in Kubernetes.
+        assert!(errors(schema, json!({"spec": {"t": []}})).is_empty());
     }
 
     #[test]
