@@ -1021,6 +1021,22 @@ mod tests {
     }
 
     #[test]
+    fn patterns_generated_by_kubebuilder_compile() {
+        let patterns = [
+            r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+            r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+            r"^[a-zA-Z0-9\-_\/\.]+$",
+            r"^[^\d\s]+$",
+            r"^(\d+(\.\d+)?(ms|s|m|h))+$",
+        ];
+        for p in patterns {
+            let schema = root(json!({"s": {"type": "string", "pattern": p}}));
+            assert_eq!(problems(schema), Vec::<String>::new(), "{p}");
+        }
+    }
+
+    #[test]
     fn accessors_describe_the_tree() {
         let s = Structural::from_json(
             &root(json!({

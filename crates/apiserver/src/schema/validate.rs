@@ -394,8 +394,11 @@ impl Validator<'_> {
                 && chars() > max
             {
                 let name = path.render();
-                self.errs
-                    .push(FieldError::too_long(self.field(&name), max as usize));
+                let mut e = FieldError::too_long(self.field(&name), max as usize);
+                if max == 1 {
+                    "may not be more than 1 byte".clone_into(&mut e.detail);
+                }
+                self.errs.push(e);
             }
         }
         if let Some(p) = &c.pattern
@@ -921,6 +924,12 @@ mod tests {
                 json!("ééééé"),
                 json!("abcdef"),
                 "spec.f: Too long: may not be more than 5 bytes",
+            ),
+            (
+                json!({"type": "string", "maxLength": 1}),
+                json!("é"),
+                json!("ab"),
+                "spec.f: Too long: may not be more than 1 byte",
             ),
             (
                 json!({"type": "string", "pattern": "^[a-z]+$"}),
