@@ -340,6 +340,16 @@ async fn discovery_and_openapi_show_the_custom_resource() {
     let patch =
         &doc.body["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"];
     assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Widget");
+    let schema = &doc.body["components"]["schemas"]["io.k8s.api.example.v1.Widget"];
+    assert_eq!(
+        schema["properties"]["spec"]["properties"]["size"]["type"], "integer",
+        "{}",
+        doc.body
+    );
+    assert_eq!(
+        schema["x-kubernetes-group-version-kind"][0]["kind"],
+        "Widget"
+    );
 }
 
 #[tokio::test]

@@ -223,6 +223,10 @@ async fn kubectl_applies_a_crd_waits_for_it_and_prints_its_columns() {
             .await;
         assert_eq!(out, "1");
 
+        // The schema is published, so kubectl explains the fields.
+        let out = kubectl.ok(&["explain", "widgets.spec"]).await;
+        assert!(out.contains("size") && out.contains("<integer>"), "{out}");
+
         // A second apply with a change is a merge patch.
         let changed = kubectl.file("w1b.yaml", &WIDGET.replace("size: 3", "size: 4"));
         let out = kubectl.ok(&["apply", "-f", &changed]).await;
