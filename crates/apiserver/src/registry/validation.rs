@@ -121,6 +121,23 @@ impl FieldError {
         )
     }
 
+    /// A value has the wrong JSON type (cause `FieldValueTypeInvalid`, rendered as `Invalid value`).
+    pub fn type_invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::TypeInvalid, field, Some(value), detail)
+    }
+
+    /// A list (or map) has `actual` entries where at most `max` are allowed:
+    /// `Too many: 4: must have at most 3 items`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        let noun = if max == 1 { "item" } else { "items" };
+        Self::new(
+            FieldErrorKind::TooMany,
+            field,
+            Some(Value::from(actual)),
+            format!("must have at most {max} {noun}"),
+        )
+    }
+
     /// The message of this error without its field path, as Kubernetes words it.
     pub fn message(&self) -> String {
         let value = self.value.as_ref().map(render_value);
@@ -144,7 +161,10 @@ impl FieldError {
             FieldErrorKind::Forbidden => with_detail("Forbidden".into()),
             FieldErrorKind::Duplicate => format!("Duplicate value: {}", value.unwrap_or_default()),
             FieldErrorKind::TooLong => with_detail("Too long".into()),
-            FieldErrorKind::TooMany => with_detail("Too many".into()),
+            FieldErrorKind::TooMany => match value {
+                Some(count) => with_detail(format!("Too many: {count}")),
+                None => with_detail("Too many".into()),
+            },
             FieldErrorKind::NotFound => format!("Not found: {}", value.unwrap_or_default()),
         }
     }

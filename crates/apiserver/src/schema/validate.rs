@@ -1,0 +1,1137 @@
+//! Validation of a custom object against its structural schema.
+//!
+//! Follows the order and wording of Kubernetes' OpenAPI validator: at each node the type,
+//! then `allOf`/`anyOf`/`oneOf`/`not`, then the checks for the value's JSON kind (string
+//! length, pattern and format; number bounds and `multipleOf`; array items, sizes,
+//! uniqueness and list types), then `enum`, then object properties (`minProperties` and
+//! `maxProperties` failures stop there, as in Kubernetes), `additionalProperties`,
+//! `required`, and the embedded-resource rules (`apiVersion`, `kind`, ObjectMeta).
+//!
+//! Messages name the field as `<path> in body ...` and the cause field is the same path
+//! (array items `spec.list[2]`, map values `spec.labels.key`). A type error reports the
+//! JSON type that was found (`Invalid value: "string": spec.size in body must be of type
+//! integer: "string"`), as Kubernetes does.
+//!
+//! The walk allocates nothing unless it reports an error: paths are a linked list on the
+//! stack, rendered only for a message.
+
+use std::fmt::Write as _;
+
+use regex::Regex;
+use serde_json::{Map, Number, Value};
+
+use super::format::Format;
+use super::{Additional, JsonType, ListType, Structural};
+use crate::registry::validation::{FieldError, NameRule, check_name, validate_object_meta};
+
+/// A node's value validations, compiled at parse time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Checks {
+    pub(crate) enum_values: Option<Vec<Value>>,
+    /// The enum values as the `supported values` list shows them (strings bare, others JSON).
+    pub(crate) enum_display: Vec<String>,
+    pub(crate) minimum: Option<f64>,
+    pub(crate) exclusive_minimum: bool,
+    pub(crate) maximum: Option<f64>,
+    pub(crate) exclusive_maximum: bool,
+    pub(crate) multiple_of: Option<f64>,
+    pub(crate) min_length: Option<u64>,
+    pub(crate) max_length: Option<u64>,
+    pub(crate) pattern: Option<Pattern>,
+    pub(crate) format: Option<Format>,
+    pub(crate) min_items: Option<u64>,
+    pub(crate) max_items: Option<u64>,
+    pub(crate) unique_items: bool,
+    pub(crate) min_properties: Option<u64>,
+    pub(crate) max_properties: Option<u64>,
+    pub(crate) required: Vec<String>,
+    pub(crate) all_of: Vec<Structural>,
+    pub(crate) any_of: Vec<Structural>,
+    pub(crate) one_of: Vec<Structural>,
+    pub(crate) not: Option<Box<Structural>>,
+}
+
+/// A compiled `pattern`, with the text shown in messages.
+#[derive(Clone, Debug)]
+pub(crate) struct Pattern {
+    pub(crate) source: String,
+    pub(crate) regex: Regex,
+}
+
+/// Where a value sits in the object, as a list on the stack.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    Root,
+    Field(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    /// `spec.list[2].name`; empty at the root.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        out
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Path::Root => {}
+            Path::Field(parent, name) => {
+                parent.write(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            Path::Index(parent, i) => {
+                parent.write(out);
+                let _ = write!(out, "[{i}]");
+            }
+        }
+    }
+}
+
+/// Joins an error path prefix and a path relative to it.
+pub(crate) fn join_path(base: &str, rel: &str) -> String {
+    match (base.is_empty(), rel.is_empty()) {
+        (true, _) => rel.to_string(),
+        (false, true) => base.to_string(),
+        (false, false) if rel.starts_with('[') => format!("{base}{rel}"),
+        (false, false) => format!("{base}.{rel}"),
+    }
+}
+
+/// Checks `value` against `schema`, with error paths under `base` (empty for an object;
+/// e.g. `spec.versions[0].schema.openAPIV3Schema.properties[spec].default` for a default).
+/// Messages name fields relative to `value`, as Kubernetes does.
+pub fn validate_with_base(schema: &Structural, value: &Value, base: &str) -> Vec<FieldError> {
+    let mut v = Validator {
+        base,
+        errs: Vec::new(),
+    };
+    v.node(schema, value, &Path::Root);
+    v.errs
+}
+
+struct Validator<'b> {
+    base: &'b str,
+    errs: Vec<FieldError>,
+}
+
+/// A JSON number as Kubernetes decodes it: integers stay integers.
+#[derive(Clone, Copy)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+fn num(n: &Number) -> Num {
+    match n.as_i64() {
+        Some(i) => Num::Int(i),
+        None => Num::Float(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+/// Whether a float holds an integer JSON can carry exactly.
+fn is_json_integer(f: f64) -> bool {
+    const MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+    f.is_finite() && f.abs() <= MAX && (f - f.round()).abs() < 1e-9
+}
+
+/// The JSON type name of a value, as Kubernetes' type messages name it.
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_matches(t: JsonType, v: &Value) -> bool {
+    match (t, v) {
+        (JsonType::Integer, Value::Number(n)) => match num(n) {
+            Num::Int(_) => true,
+            Num::Float(f) => n.is_u64() || is_json_integer(f),
+        },
+        (JsonType::Number, Value::Number(_)) => true,
+        (JsonType::String, Value::String(_)) => true,
+        (JsonType::Boolean, Value::Bool(_)) => true,
+        (JsonType::Array, Value::Array(_)) => true,
+        (JsonType::Object, Value::Object(_)) => true,
+        _ => false,
+    }
+}
+
+/// A value as Kubernetes shows it in a message: a float with an integral value prints
+/// without a fraction (`10`, not `10.0`), as Go prints a float64.
+fn shown(v: &Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => v.clone(),
+        },
+        _ => v.clone(),
+    }
+}
+
+/// A bound as Go's `%v` prints a float64: shortest digits, exponent form outside
+/// [1e-4, 1e6) (`1e+06`).
+pub(crate) fn go_float(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return format!("{f}");
+    }
+    let exp = f.abs().log10().floor() as i32;
+    if (-4..6).contains(&exp) {
+        return format!("{f}");
+    }
+    let s = format!("{f:e}"); // e.g. 1.5e6, 1e-5
+    let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    let sign = if e < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", e.abs())
+}
+
+impl Validator<'_> {
+    /// The cause field for a node path.
+    fn field(&self, rel: &str) -> String {
+        let f = join_path(self.base, rel);
+        if f.is_empty() { "<nil>".to_string() } else { f }
+    }
+
+    fn node(&mut self, s: &Structural, v: &Value, path: &Path) {
+        if v.is_null() {
+            if !s.nullable && (s.ty.is_some() || s.int_or_string) {
+                self.type_error(s, path, "null");
+            }
+            if let Some(c) = s.checks.as_deref() {
+                self.check_enum(c, v, path);
+            }
+            return;
+        }
+        self.check_type(s, v, path);
+        if let Some(c) = s.checks.as_deref() {
+            self.combinators(c, v, path);
+            match v {
+                Value::String(st) => self.string_checks(s, c, st, v, path),
+                Value::Number(n) => self.number_checks(c, n, v, path),
+                _ => {}
+            }
+        }
+        if let Value::Array(items) = v {
+            self.array(s, items, path);
+        }
+        if let Some(c) = s.checks.as_deref() {
+            self.check_enum(c, v, path);
+        }
+        if let Value::Object(map) = v {
+            self.object(s, map, path);
+        }
+    }
+
+    fn type_error(&mut self, s: &Structural, path: &Path, found: &str) {
+        let expected = if s.int_or_string {
+            "integer,string"
+        } else {
+            s.ty.map_or("", JsonType::name)
+        };
+        self.type_error_named(path, expected, found);
+    }
+
+    fn type_error_named(&mut self, path: &Path, expected: &str, found: &str) {
+        let name = path.render();
+        self.errs.push(FieldError::type_invalid(
+            self.field(&name),
+            Value::String(found.to_string()),
+            format!("{name} in body must be of type {expected}: {found:?}"),
+        ));
+    }
+
+    fn check_type(&mut self, s: &Structural, v: &Value, path: &Path) {
+        let ok = if s.int_or_string {
+            type_matches(JsonType::Integer, v) || type_matches(JsonType::String, v)
+        } else if let Some(t) = s.ty {
+            type_matches(t, v)
+        } else {
+            return;
+        };
+        let numeric = s.int_or_string || matches!(s.ty, Some(JsonType::Integer | JsonType::Number));
+        if let Some(format) = s.format.as_deref().filter(|f| !f.is_empty()) {
+            let string_or_array = matches!(v, Value::String(_) | Value::Array(_));
+            if !string_or_array {
+                let data_format = match v {
+                    Value::Number(n) if n.is_f64() => "float64",
+                    Value::Number(_) => "int64",
+                    _ => "",
+                };
+                if !ok && data_format != format {
+                    self.type_error_named(path, format, data_format);
+                }
+                return;
+            }
+            if !numeric {
+                // Kubernetes skips the type check of a formatted string-or-array value.
+                return;
+            }
+        }
+        if !ok {
+            self.type_error(s, path, type_of(v));
+        }
+    }
+
+    fn combinators(&mut self, c: &Checks, v: &Value, path: &Path) {
+        if c.all_of.is_empty() && c.any_of.is_empty() && c.one_of.is_empty() && c.not.is_none() {
+            return;
+        }
+        let name = path.render();
+        let run = |s: &Structural| {
+            let mut sub = Validator {
+                base: self.base,
+                errs: Vec::new(),
+            };
+            sub.node(s, v, path);
+            sub.errs
+        };
+        if !c.all_of.is_empty() {
+            let results: Vec<Vec<FieldError>> = c.all_of.iter().map(run).collect();
+            let valid = results.iter().filter(|r| r.is_empty()).count();
+            if valid != results.len() {
+                let more = if valid == 0 { ". None validated" } else { "" };
+                self.combinator_error(format!(
+                    "{name:?} must validate all the schemas (allOf){more}"
+                ));
+            }
+            self.errs.extend(results.into_iter().flatten());
+        }
+        if !c.any_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut valid = false;
+            for s in &c.any_of {
+                let r = run(s);
+                if r.is_empty() {
+                    valid = true;
+                    break;
+                }
+                if best.as_ref().is_none_or(|b| r.len() < b.len()) {
+                    best = Some(r);
+                }
+            }
+            if !valid {
+                self.combinator_error(format!(
+                    "{name:?} must validate at least one schema (anyOf)"
+                ));
+                self.errs.extend(best.unwrap_or_default());
+            }
+        }
+        if !c.one_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut valid = 0;
+            for s in &c.one_of {
+                let r = run(s);
+                if r.is_empty() {
+                    valid += 1;
+                } else if valid == 0 && best.as_ref().is_none_or(|b| r.len() < b.len()) {
+                    best = Some(r);
+                }
+            }
+            if valid != 1 {
+                let more = if valid == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                self.combinator_error(format!(
+                    "{name:?} must validate one and only one schema (oneOf). {more}"
+                ));
+                if valid == 0 {
+                    self.errs.extend(best.unwrap_or_default());
+                }
+            }
+        }
+        if let Some(not) = &c.not
+            && run(not).is_empty()
+        {
+            self.combinator_error(format!("{name:?} must not validate the schema (not)"));
+        }
+    }
+
+    /// Combinator failures are reported on the object, not the field, with an empty value.
+    fn combinator_error(&mut self, message: String) {
+        let field = self.field("");
+        self.errs.push(FieldError::invalid(
+            field,
+            Value::String(String::new()),
+            message,
+        ));
+    }
+
+    fn string_checks(&mut self, s: &Structural, c: &Checks, st: &str, v: &Value, path: &Path) {
+        if c.min_length.is_some() || c.max_length.is_some() {
+            // Lengths are in characters; a string no longer in bytes needs no count.
+            let len = st.len() as u64;
+            let chars = || st.chars().count() as u64;
+            if let Some(min) = c.min_length
+                && (len < min || chars() < min)
+            {
+                let name = path.render();
+                self.errs.push(FieldError::invalid(
+                    self.field(&name),
+                    v.clone(),
+                    format!("{name} in body should be at least {min} chars long"),
+                ));
+            }
+            if let Some(max) = c.max_length
+                && len > max
+                && chars() > max
+            {
+                let name = path.render();
+                self.errs
+                    .push(FieldError::too_long(self.field(&name), max as usize));
+            }
+        }
+        if let Some(p) = &c.pattern
+            && !p.regex.is_match(st)
+        {
+            let name = path.render();
+            self.errs.push(FieldError::invalid(
+                self.field(&name),
+                v.clone(),
+                format!("{name} in body should match '{}'", p.source),
+            ));
+        }
+        if let Some(f) = c.format
+            && !f.is_valid(st)
+        {
+            let name = path.render();
+            let fmt_name = s.format.as_deref().unwrap_or_default();
+            self.errs.push(FieldError::type_invalid(
+                self.field(&name),
+                v.clone(),
+                format!("{name} in body must be of type {fmt_name}: {st:?}"),
+            ));
+        }
+    }
+
+    fn number_checks(&mut self, c: &Checks, n: &Number, v: &Value, path: &Path) {
+        let value = num(n);
+        if let Some(m) = c.multiple_of {
+            let bad = match value {
+                Num::Int(i) if m.fract() == 0.0 && m >= 1.0 => {
+                    let factor = m as i64;
+                    (i % factor != 0).then(|| factor.to_string())
+                }
+                Num::Int(i) => not_multiple(i as f64, m),
+                Num::Float(f) => not_multiple(f, m),
+            };
+            if let Some(factor) = bad {
+                let name = path.render();
+                self.errs.push(FieldError::invalid(
+                    self.field(&name),
+                    shown(v),
+                    format!("{name} in body should be a multiple of {factor}"),
+                ));
+            }
+        }
+        if let Some(max) = c.maximum
+            && let Some(bound) = out_of_bound(value, max, c.exclusive_maximum, false)
+        {
+            let op = if c.exclusive_maximum {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            let name = path.render();
+            self.errs.push(FieldError::invalid(
+                self.field(&name),
+                shown(v),
+                format!("{name} in body should be {op} {bound}"),
+            ));
+        }
+        if let Some(min) = c.minimum
+            && let Some(bound) = out_of_bound(value, min, c.exclusive_minimum, true)
+        {
+            let op = if c.exclusive_minimum {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            let name = path.render();
+            self.errs.push(FieldError::invalid(
+                self.field(&name),
+                shown(v),
+                format!("{name} in body should be {op} {bound}"),
+            ));
+        }
+    }
+
+    fn array(&mut self, s: &Structural, items: &[Value], path: &Path) {
+        if let Some(item_schema) = s.items.as_deref() {
+            for (i, item) in items.iter().enumerate() {
+                self.node(item_schema, item, &Path::Index(path, i));
+            }
+        }
+        let unique = s.checks.as_deref().is_some_and(|c| c.unique_items);
+        if let Some(c) = s.checks.as_deref() {
+            let len = items.len() as u64;
+            if let Some(min) = c.min_items.filter(|m| len < *m) {
+                let name = path.render();
+                self.errs.push(FieldError::invalid(
+                    self.field(&name),
+                    Value::from(len),
+                    format!("{name} in body should have at least {min} items"),
+                ));
+            }
+            if let Some(max) = c.max_items.filter(|m| len > *m) {
+                let name = path.render();
+                self.errs.push(FieldError::too_many(
+                    self.field(&name),
+                    items.len(),
+                    max as usize,
+                ));
+            }
+        }
+        match &s.list_type {
+            ListType::Set => self.duplicates(items, path),
+            ListType::Map(keys) => self.list_map(s, keys, items, path),
+            ListType::Atomic if unique => self.duplicates(items, path),
+            ListType::Atomic => {}
+        }
+        if unique && matches!(s.list_type, ListType::Map(_)) {
+            self.duplicates(items, path);
+        }
+    }
+
+    /// One `Duplicate value` per value that appears more than once.
+    fn duplicates(&mut self, items: &[Value], path: &Path) {
+        let mut dups: Vec<&Value> = Vec::new();
+        for (i, x) in items.iter().enumerate() {
+            if items[..i].contains(x) && !dups.contains(&x) {
+                dups.push(x);
+            }
+        }
+        if dups.is_empty() {
+            return;
+        }
+        let field = self.field(&path.render());
+        for d in dups {
+            self.errs
+                .push(FieldError::duplicate(field.clone(), d.clone()));
+        }
+    }
+
+    fn list_map(&mut self, s: &Structural, keys: &[String], items: &[Value], path: &Path) {
+        let item_schema = s.items.as_deref();
+        let key_of = |item: &'_ Value, k: &str| -> Option<Value> {
+            item.get(k).cloned().or_else(|| {
+                item_schema
+                    .and_then(|is| is.declared_property(k))
+                    .and_then(|p| p.default.clone())
+            })
+        };
+        let mut seen: Vec<Vec<Option<Value>>> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let at = Path::Index(path, i);
+            if !item.is_object() {
+                let f = self.field(&at.render());
+                self.errs.push(FieldError::invalid(
+                    f,
+                    item.clone(),
+                    "must be an object for an array of list-type map",
+                ));
+                seen.push(Vec::new());
+                continue;
+            }
+            let mut complete = true;
+            let tuple: Vec<Option<Value>> = keys
+                .iter()
+                .map(|k| {
+                    let v = key_of(item, k);
+                    if v.is_none() {
+                        complete = false;
+                        let f = self.field(&Path::Field(&at, k).render());
+                        self.errs.push(FieldError::required(f, ""));
+                    }
+                    v
+                })
+                .collect();
+            if complete && seen.contains(&tuple) {
+                let shown: Map<String, Value> = keys
+                    .iter()
+                    .cloned()
+                    .zip(tuple.iter().map(|v| v.clone().unwrap_or(Value::Null)))
+                    .collect();
+                let f = self.field(&at.render());
+                self.errs
+                    .push(FieldError::duplicate(f, Value::Object(shown)));
+            }
+            seen.push(if complete { tuple } else { Vec::new() });
+        }
+    }
+
+    fn check_enum(&mut self, c: &Checks, v: &Value, path: &Path) {
+        let Some(values) = &c.enum_values else {
+            return;
+        };
+        let found = values.iter().any(|e| match (e, v) {
+            (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+            _ => e == v,
+        });
+        if !found {
+            let allowed: Vec<&str> = c.enum_display.iter().map(String::as_str).collect();
+            let name = path.render();
+            self.errs.push(FieldError::not_supported(
+                self.field(&name),
+                shown(v),
+                &allowed,
+            ));
+        }
+    }
+
+    fn object(&mut self, s: &Structural, map: &Map<String, Value>, path: &Path) {
+        if let Some(c) = s.checks.as_deref() {
+            let n = map.len() as u64;
+            if let Some(min) = c.min_properties.filter(|m| n < *m) {
+                let name = path.render();
+                self.errs.push(FieldError::invalid(
+                    self.field(&name),
+                    Value::from(n),
+                    format!("{name} in body should have at least {min} properties"),
+                ));
+                return;
+            }
+            if let Some(max) = c.max_properties.filter(|m| n > *m) {
+                let name = path.render();
+                self.errs.push(FieldError::too_many(
+                    self.field(&name),
+                    map.len(),
+                    max as usize,
+                ));
+                return;
+            }
+        }
+        for (k, ps) in &s.properties {
+            if let Some(val) = map.get(k) {
+                self.node(ps, val, &Path::Field(path, k));
+            }
+        }
+        match &s.additional {
+            Additional::Schema(a) => {
+                for (k, val) in map {
+                    if s.declared_property(k).is_none() {
+                        self.node(a, val, &Path::Field(path, k));
+                    }
+                }
+            }
+            Additional::Bool(false) => {
+                for k in map.keys() {
+                    if s.declared_property(k).is_none() {
+                        let name = path.render();
+                        self.errs.push(FieldError::invalid(
+                            self.field(&name),
+                            Value::String(k.clone()),
+                            format!("{name}.{k} in body is a forbidden property"),
+                        ));
+                    }
+                }
+            }
+            Additional::Bool(true) | Additional::Unset => {}
+        }
+        if let Some(c) = s.checks.as_deref() {
+            for k in &c.required {
+                if !map.contains_key(k) {
+                    let f = self.field(&Path::Field(path, k).render());
+                    self.errs.push(FieldError::required(f, ""));
+                }
+            }
+        }
+        if s.embedded {
+            self.embedded_resource(map, path);
+        }
+    }
+
+    /// `apiVersion` and `kind` are required; `metadata` follows the ObjectMeta rules.
+    fn embedded_resource(&mut self, map: &Map<String, Value>, path: &Path) {
+        let base = self.field(&path.render());
+        let base = if base == "<nil>" { String::new() } else { base };
+        let at = |f: &str| join_path(&base, f);
+        for key in ["apiVersion", "kind"] {
+            match map.get(key) {
+                None => self
+                    .errs
+                    .push(FieldError::required(at(key), "must not be empty")),
+                Some(Value::String(s)) if s.is_empty() => self.errs.push(FieldError::invalid(
+                    at(key),
+                    Value::String(String::new()),
+                    "must not be empty",
+                )),
+                Some(Value::String(s)) if key == "apiVersion" && s.matches('/').count() > 1 => {
+                    self.errs.push(FieldError::invalid(
+                        at(key),
+                        Value::String(s.clone()),
+                        format!("unexpected GroupVersion string: {s}"),
+                    ))
+                }
+                Some(Value::String(_)) => {}
+                Some(other) => self.errs.push(FieldError::invalid(
+                    at(key),
+                    other.clone(),
+                    "must be a string",
+                )),
+            }
+        }
+        let Some(meta) = map.get("metadata") else {
+            return;
+        };
+        if !meta.is_object() {
+            self.errs.push(FieldError::invalid(
+                at("metadata"),
+                meta.clone(),
+                "must be an object",
+            ));
+            return;
+        }
+        if let Some(name) = meta.get("name").and_then(Value::as_str) {
+            for why in check_name(NameRule::Subdomain, name) {
+                self.errs.push(FieldError::invalid(
+                    at("metadata.name"),
+                    Value::String(name.to_string()),
+                    why,
+                ));
+            }
+        }
+        let (errs, _warnings) = validate_object_meta(&Value::Object(
+            std::iter::once(("metadata".to_string(), meta.clone())).collect(),
+        ));
+        for mut e in errs {
+            e.field = at(&e.field);
+            self.errs.push(e);
+        }
+    }
+}
+
+/// The bound, as the message prints it, when `value` is outside it.
+fn out_of_bound(value: Num, bound: f64, exclusive: bool, lower: bool) -> Option<String> {
+    match value {
+        Num::Int(i) => {
+            // Kubernetes compares integers with the bound truncated to an integer.
+            let b = bound as i64;
+            let bad = match (lower, exclusive) {
+                (true, false) => i < b,
+                (true, true) => i <= b,
+                (false, false) => i > b,
+                (false, true) => i >= b,
+            };
+            bad.then(|| b.to_string())
+        }
+        Num::Float(f) => {
+            let bad = match (lower, exclusive) {
+                (true, false) => f < bound,
+                (true, true) => f <= bound,
+                (false, false) => f > bound,
+                (false, true) => f >= bound,
+            };
+            bad.then(|| go_float(bound))
+        }
+    }
+}
+
+fn not_multiple(f: f64, m: f64) -> Option<String> {
+    let mult = if m < 1.0 { 1.0 / m * f } else { f / m };
+    (!is_json_integer(mult)).then(|| go_float(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn errors(schema: Value, object: Value) -> Vec<String> {
+        let s = Structural::from_json(&schema, "schema").expect("a structural schema");
+        validate_with_base(&s, &object, "")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    fn spec(props: Value) -> Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}})
+    }
+
+    #[test]
+    fn each_keyword_accepts_a_valid_value_and_reports_an_invalid_one() {
+        // (schema of spec.f, valid value, invalid value, expected message)
+        let cases: Vec<(Value, Value, Value, &str)> = vec![
+            (
+                json!({"type": "integer"}),
+                json!(3),
+                json!("big"),
+                r#"spec.f: Invalid value: "string": spec.f in body must be of type integer: "string""#,
+            ),
+            (
+                json!({"type": "integer"}),
+                json!(3.0),
+                json!(3.5),
+                r#"spec.f: Invalid value: "number": spec.f in body must be of type integer: "number""#,
+            ),
+            (
+                json!({"type": "number"}),
+                json!(3),
+                json!(true),
+                r#"spec.f: Invalid value: "boolean": spec.f in body must be of type number: "boolean""#,
+            ),
+            (
+                json!({"type": "string"}),
+                json!("x"),
+                json!(null),
+                r#"spec.f: Invalid value: "null": spec.f in body must be of type string: "null""#,
+            ),
+            (
+                json!({"type": "string", "nullable": true}),
+                json!(null),
+                json!(1),
+                r#"spec.f: Invalid value: "integer": spec.f in body must be of type string: "integer""#,
+            ),
+            (
+                json!({"type": "boolean"}),
+                json!(false),
+                json!([]),
+                r#"spec.f: Invalid value: "array": spec.f in body must be of type boolean: "array""#,
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string"}}),
+                json!(["a"]),
+                json!({}),
+                r#"spec.f: Invalid value: "object": spec.f in body must be of type array: "object""#,
+            ),
+            (
+                json!({"type": "string", "enum": ["red", "blue"]}),
+                json!("red"),
+                json!("pink"),
+                r#"spec.f: Unsupported value: "pink": supported values: "red", "blue""#,
+            ),
+            (
+                json!({"type": "integer", "enum": [1, 2]}),
+                json!(2),
+                json!(3),
+                r#"spec.f: Unsupported value: 3: supported values: "1", "2""#,
+            ),
+            (
+                json!({"type": "integer", "minimum": 1}),
+                json!(1),
+                json!(0),
+                "spec.f: Invalid value: 0: spec.f in body should be greater than or equal to 1",
+            ),
+            (
+                json!({"type": "integer", "minimum": 1, "exclusiveMinimum": true}),
+                json!(2),
+                json!(1),
+                "spec.f: Invalid value: 1: spec.f in body should be greater than 1",
+            ),
+            (
+                json!({"type": "integer", "maximum": 10}),
+                json!(10),
+                json!(11),
+                "spec.f: Invalid value: 11: spec.f in body should be less than or equal to 10",
+            ),
+            (
+                json!({"type": "number", "maximum": 10, "exclusiveMaximum": true}),
+                json!(9.5),
+                json!(10.0),
+                "spec.f: Invalid value: 10: spec.f in body should be less than 10",
+            ),
+            (
+                json!({"type": "number", "minimum": 1000000}),
+                json!(1000000.5),
+                json!(0.5),
+                "spec.f: Invalid value: 0.5: spec.f in body should be greater than or equal to 1e+06",
+            ),
+            (
+                json!({"type": "string", "minLength": 2}),
+                json!("ab"),
+                json!("a"),
+                r#"spec.f: Invalid value: "a": spec.f in body should be at least 2 chars long"#,
+            ),
+            (
+                json!({"type": "string", "maxLength": 5}),
+                json!("ééééé"),
+                json!("abcdef"),
+                "spec.f: Too long: may not be more than 5 bytes",
+            ),
+            (
+                json!({"type": "string", "pattern": "^[a-z]+$"}),
+                json!("abc"),
+                json!("X"),
+                r#"spec.f: Invalid value: "X": spec.f in body should match '^[a-z]+$'"#,
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string"}, "minItems": 1}),
+                json!(["a"]),
+                json!([]),
+                "spec.f: Invalid value: 0: spec.f in body should have at least 1 items",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string"}, "maxItems": 3}),
+                json!(["a"]),
+                json!(["a", "b", "c", "d"]),
+                "spec.f: Too many: 4: must have at most 3 items",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+                json!(["a", "b"]),
+                json!(["a", "b", "a"]),
+                r#"spec.f: Duplicate value: "a""#,
+            ),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1}),
+                json!({"a": "b"}),
+                json!({}),
+                "spec.f: Invalid value: 0: spec.f in body should have at least 1 properties",
+            ),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1}),
+                json!({"a": "b"}),
+                json!({"a": "b", "c": "d"}),
+                "spec.f: Too many: 2: must have at most 1 item",
+            ),
+            (
+                json!({"type": "integer", "multipleOf": 5}),
+                json!(10),
+                json!(7),
+                "spec.f: Invalid value: 7: spec.f in body should be a multiple of 5",
+            ),
+            (
+                json!({"type": "number", "multipleOf": 0.5}),
+                json!(1.5),
+                json!(1.2),
+                "spec.f: Invalid value: 1.2: spec.f in body should be a multiple of 0.5",
+            ),
+            (
+                json!({"type": "string", "format": "date-time"}),
+                json!("2024-05-01T12:00:00Z"),
+                json!("abc"),
+                r#"spec.f: Invalid value: "abc": spec.f in body must be of type date-time: "abc""#,
+            ),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+                json!({"a": 1}),
+                json!({"a": "x"}),
+                r#"spec.f.a: Invalid value: "string": spec.f.a in body must be of type integer: "string""#,
+            ),
+            (
+                json!({"x-kubernetes-int-or-string": true}),
+                json!("50%"),
+                json!(true),
+                r#"spec.f: Invalid value: "boolean": spec.f in body must be of type integer,string: "boolean""#,
+            ),
+            (
+                json!({"type": "object", "properties": {"c": {"type": "string"}}, "required": ["c"]}),
+                json!({"c": "x"}),
+                json!({}),
+                "spec.f.c: Required value",
+            ),
+        ];
+        for (schema, good, bad, want) in cases {
+            let full = spec(json!({"f": schema}));
+            let ok = errors(full.clone(), json!({"spec": {"f": good}}));
+            assert!(ok.is_empty(), "{schema} should accept {good}: {ok:?}");
+            let got = errors(full, json!({"spec": {"f": bad}}));
+            assert_eq!(got, vec![want.to_string()], "{schema} with {bad}");
+        }
+    }
+
+    #[test]
+    fn errors_carry_kubernetes_cause_types() {
+        let schema = spec(json!({
+            "size": {"type": "integer"},
+            "color": {"type": "string", "enum": ["red"]},
+            "name": {"type": "string", "maxLength": 1},
+            "list": {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+            "ts": {"type": "string", "format": "date"},
+        }));
+        let s = Structural::from_json(&schema, "s").expect("structural");
+        let obj = json!({"spec": {"size": "x", "color": "blue", "name": "ab", "list": ["a", "b"], "ts": "x"}});
+        let causes: Vec<(String, &str)> = validate_with_base(&s, &obj, "")
+            .iter()
+            .map(|e| (e.field.clone(), e.kind.cause_type()))
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                ("spec.color".to_string(), "FieldValueNotSupported"),
+                ("spec.list".to_string(), "FieldValueTooMany"),
+                ("spec.name".to_string(), "FieldValueTooLong"),
+                ("spec.size".to_string(), "FieldValueTypeInvalid"),
+                ("spec.ts".to_string(), "FieldValueTypeInvalid"),
+            ]
+        );
+    }
+
+    #[test]
+    fn nested_paths_use_indexes_for_items_and_dots_for_map_keys() {
+        let schema = spec(json!({
+            "list": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        }));
+        let got = errors(
+            schema,
+            json!({"spec": {"list": [{"name": "a"}, {"name": "b"}, {}], "labels": {"app": 1}}}),
+        );
+        assert_eq!(
+            got,
+            [
+                r#"spec.labels.app: Invalid value: "integer": spec.labels.app in body must be of type string: "integer""#,
+                "spec.list[2].name: Required value",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_type_error_does_not_hide_an_enum_error() {
+        let schema = spec(json!({"n": {"type": "integer", "enum": [1, 2]}}));
+        let got = errors(schema, json!({"spec": {"n": "x"}}));
+        assert_eq!(
+            got,
+            [
+                r#"spec.n: Invalid value: "string": spec.n in body must be of type integer: "string""#,
+                r#"spec.n: Unsupported value: "x": supported values: "1", "2""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn list_type_set_and_map_report_duplicates_and_missing_keys() {
+        let schema = spec(json!({
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+        }));
+        let ok = errors(
+            schema.clone(),
+            json!({"spec": {"tags": ["a", "b"], "ports": [{"name": "a", "port": 1}, {"name": "b", "port": 1}]}}),
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+        let got = errors(
+            schema,
+            json!({"spec": {"tags": ["a", "b", "a", "a"], "ports": [{"name": "a"}, {"port": 2}, {"name": "a", "port": 3}]}}),
+        );
+        assert_eq!(
+            got,
+            [
+                r#"spec.ports[1].name: Required value"#,
+                r#"spec.ports[2]: Duplicate value: {"name":"a"}"#,
+                r#"spec.tags: Duplicate value: "a""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn embedded_resources_need_api_version_and_kind_and_valid_metadata() {
+        let schema = spec(
+            json!({"template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                                               "x-kubernetes-preserve-unknown-fields": true}}),
+        );
+        let ok = errors(
+            schema.clone(),
+            json!({"spec": {"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}}}),
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+        let got = errors(
+            schema,
+            json!({"spec": {"template": {"metadata": {"name": "Bad_Name", "labels": {"bad key": "x"}}}}}),
+        );
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(
+            got[0],
+            "spec.template.apiVersion: Required value: must not be empty"
+        );
+        assert_eq!(
+            got[1],
+            "spec.template.kind: Required value: must not be empty"
+        );
+        assert!(
+            got[2].starts_with("spec.template.metadata.name: Invalid value: \"Bad_Name\""),
+            "{got:?}"
+        );
+        assert!(
+            got[3].starts_with("spec.template.metadata.labels: Invalid value: \"bad key\""),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn combinators_validate_values_only() {
+        let schema = spec(json!({"n": {"type": "integer",
+            "anyOf": [{"minimum": 10}, {"maximum": 0}],
+            "not": {"enum": [99]},
+            "allOf": [{"multipleOf": 3}]}}));
+        assert!(errors(schema.clone(), json!({"spec": {"n": 12}})).is_empty());
+        assert!(errors(schema.clone(), json!({"spec": {"n": -3}})).is_empty());
+        let got = errors(schema.clone(), json!({"spec": {"n": 5}}));
+        assert_eq!(
+            got,
+            [
+                r#"<nil>: Invalid value: "": "spec.n" must validate all the schemas (allOf). None validated"#,
+                "spec.n: Invalid value: 5: spec.n in body should be a multiple of 3",
+                r#"<nil>: Invalid value: "": "spec.n" must validate at least one schema (anyOf)"#,
+                "spec.n: Invalid value: 5: spec.n in body should be greater than or equal to 10",
+            ]
+        );
+        let got = errors(schema, json!({"spec": {"n": 99}}));
+        assert_eq!(
+            got,
+            [r#"<nil>: Invalid value: "": "spec.n" must not validate the schema (not)"#]
+        );
+    }
+
+    #[test]
+    fn one_of_needs_exactly_one_match() {
+        let schema =
+            spec(json!({"n": {"type": "integer", "oneOf": [{"minimum": 0}, {"maximum": 10}]}}));
+        assert!(errors(schema.clone(), json!({"spec": {"n": 20}})).is_empty());
+        let got = errors(schema, json!({"spec": {"n": 5}}));
+        assert_eq!(
+            got,
+            [
+                r#"<nil>: Invalid value: "": "spec.n" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+            ]
+        );
+    }
+
+    #[test]
+    fn integer_bounds_are_truncated_like_kubernetes() {
+        let schema = spec(json!({"n": {"type": "integer", "minimum": 1.5}}));
+        assert!(errors(schema.clone(), json!({"spec": {"n": 1}})).is_empty());
+        assert_eq!(
+            errors(schema, json!({"spec": {"n": 0}})),
+            ["spec.n: Invalid value: 0: spec.n in body should be greater than or equal to 1"]
+        );
+    }
+
+    #[test]
+    fn go_float_prints_like_go() {
+        assert_eq!(go_float(1.0), "1");
+        assert_eq!(go_float(0.5), "0.5");
+        assert_eq!(go_float(123456.0), "123456");
+        assert_eq!(go_float(1e6), "1e+06");
+        assert_eq!(go_float(1.5e-5), "1.5e-05");
+    }
+
+    #[test]
+    fn errors_under_a_base_path_keep_relative_names_in_messages() {
+        let s = Structural::from_json(
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            "s",
+        )
+        .expect("structural");
+        let got = validate_with_base(&s, &json!("x"), "spec.default");
+        assert_eq!(
+            got[0].to_string(),
+            r#"spec.default: Invalid value: "string":  in body must be of type object: "string""#
+        );
+    }
+}
