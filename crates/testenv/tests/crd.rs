@@ -1331,3 +1331,82 @@ async fn a_cluster_scoped_crd_serves_objects_without_namespaces() {
         .expect("watch");
     drop(stream);
 }
+
+#[tokio::test]
+async fn custom_object_names_follow_the_subdomain_rule() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    let e = widgets(&env)
+        .create(&PostParams::default(), &widget("Bad_Name", json!({})))
+        .await
+        .expect_err("invalid name");
+    let status = api_error(e);
+    assert_eq!(status.code, 422);
+    assert_eq!(causes(&status), ["metadata.name"]);
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_the_custom_objects_in_it() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
+    nss.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client(), "team", &widget_resource("v1"));
+    api.create(&PostParams::default(), &widget("w1", json!({"size": 2})))
+        .await
+        .expect("create");
+    nss.delete("team", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    kore_testenv::wait_for(WAIT, || async {
+        nss.get("team").await.is_err().then_some(())
+    })
+    .await
+    .expect("the namespace is removed once its custom objects are gone");
+    assert!(
+        env.server()
+            .registry()
+            .store()
+            .keys("/example.com/widgets/team/")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_table_watch_prints_custom_columns() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    let list = send(&env, Method::GET, WIDGETS, "", TABLE, Value::Null).await;
+    let rv = list.body["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_string();
+    widgets(&env)
+        .create(&PostParams::default(), &widget("w1", json!({"size": 4})))
+        .await
+        .expect("create");
+    let req = Request::builder()
+        .uri(format!(
+            "{WIDGETS}?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+        ))
+        .header("accept", TABLE)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let resp = env.client().send(req).await.expect("response");
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let first = String::from_utf8_lossy(&bytes)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let event: Value = serde_json::from_str(&first).expect("a JSON event line");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["kind"], "Table");
+    assert_eq!(event["object"]["columnDefinitions"][1]["name"], "Size");
+    assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
+}
