@@ -4,8 +4,10 @@
 //! validates fields itself (a `patch` operation that declares `fieldValidation`); without them
 //! it falls back to client-side validation, which needs `/openapi/v2` in protobuf. The
 //! documents declare each resource's operations and a component schema per kind carrying its
-//! group-version-kind. They do not carry full field schemas, so they do not advertise
-//! strategic merge patch either (kubectl would then try to compute one from the schema).
+//! group-version-kind. Built-in kinds' schemas carry no fields, so they do not advertise
+//! strategic merge patch either (kubectl would then try to compute one from the schema); a
+//! custom resource's schema is its CRD's `openAPIV3Schema` for that version, so the document
+//! (and its hash) changes with the CRD.
 
 use std::sync::Arc;
 
@@ -18,7 +20,8 @@ use sha2::Digest;
 
 use super::error::ApiError;
 use super::{App, json_response};
-use crate::registry::Resource;
+use crate::registry::{Registry, Resource};
+use crate::storage::Storage;
 
 fn doc_path(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -71,7 +74,7 @@ fn operation(r: &Resource, action: &str, body: Option<Value>) -> Value {
 }
 
 /// The document for one group version.
-fn document(resources: &[Arc<Resource>]) -> Value {
+fn document(registry: &Registry, resources: &[Arc<Resource>]) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
     let patch_ref =
@@ -112,11 +115,10 @@ fn document(resources: &[Arc<Resource>]) -> Value {
                 "delete": operation(r, "delete", None),
             }),
         );
-        schemas.insert(
-            schema_name(r),
-            json!({"type": "object", "x-kubernetes-group-version-kind":
-                   [{"group": r.group, "version": r.version, "kind": r.kind}]}),
-        );
+        let mut schema = custom_schema(registry, r).unwrap_or_else(|| json!({"type": "object"}));
+        schema["x-kubernetes-group-version-kind"] =
+            json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+        schemas.insert(schema_name(r), schema);
     }
     schemas.insert(
         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch".into(),
@@ -130,6 +132,25 @@ fn document(resources: &[Arc<Resource>]) -> Value {
     })
 }
 
+/// A custom resource's `openAPIV3Schema` for its served version, read from its CRD.
+fn custom_schema(registry: &Registry, r: &Resource) -> Option<Value> {
+    r.strategy.structural_schema()?;
+    let key = format!(
+        "{}/{}.{}",
+        crate::registry::crd::STORAGE_PREFIX,
+        r.plural,
+        r.group
+    );
+    let crd = registry.store().get(&key).ok()?.value().ok()?;
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == r.version.as_str())?
+        .pointer("/schema/openAPIV3Schema")
+        .filter(|s| s.is_object())
+        .cloned()
+}
+
 fn hash(doc: &Value) -> String {
     let digest = sha2::Sha512::digest(doc.to_string().as_bytes());
     digest[..16].iter().map(|b| format!("{b:02X}")).collect()
@@ -140,7 +161,10 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> Response {
     let mut paths = Map::new();
     for (group, version, resources) in app.registry.catalog().group_versions() {
         let path = doc_path(&group, &version);
-        let url = format!("/openapi/v3/{path}?hash={}", hash(&document(&resources)));
+        let url = format!(
+            "/openapi/v3/{path}?hash={}",
+            hash(&document(&app.registry, &resources))
+        );
         paths.insert(path, json!({"serverRelativeURL": url}));
     }
     json_response(
@@ -157,7 +181,7 @@ pub(crate) async fn document_handler(
     let wanted = path.trim_matches('/');
     for (group, version, resources) in app.registry.catalog().group_versions() {
         if doc_path(&group, &version) == wanted {
-            let doc = document(&resources);
+            let doc = document(&app.registry, &resources);
             return json_response(StatusCode::OK, Bytes::from(doc.to_string()));
         }
     }

@@ -106,14 +106,17 @@ pub fn table(
     with_columns: bool,
 ) -> Value {
     let now = now_seconds();
+    let custom_columns = res.strategy.table_columns();
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
             let mut row = Map::new();
-            row.insert(
-                "cells".into(),
-                Value::Array(printers::cells(&res.group, &res.kind, obj, now)),
-            );
+            let cells = if custom_columns.is_some() {
+                res.strategy.table_cells(obj, now)
+            } else {
+                printers::cells(&res.group, &res.kind, obj, now)
+            };
+            row.insert("cells".into(), Value::Array(cells));
             match include {
                 IncludeObject::None => {}
                 IncludeObject::Metadata => {
@@ -136,7 +139,9 @@ pub fn table(
         }
         None => json!({}),
     };
-    let columns = if with_columns {
+    let columns = if let (true, Some(custom)) = (with_columns, custom_columns) {
+        Value::Array(custom)
+    } else if with_columns {
         serde_json::to_value(printers::columns(&res.group, &res.kind)).unwrap_or(Value::Null)
     } else {
         Value::Null

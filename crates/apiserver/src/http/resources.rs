@@ -260,7 +260,8 @@ async fn resource(
         verb: verb.to_string(),
         resource: res.group_resource().to_string(),
     };
-    match (&path.name, &path.subresource) {
+    let deprecation: Vec<String> = res.strategy.deprecation_warning().into_iter().collect();
+    let response = match (&path.name, &path.subresource) {
         (None, None) => match method {
             Method::GET if watching => {
                 let shape = negotiate::object_shape(headers)?;
@@ -290,7 +291,8 @@ async fn resource(
                 };
                 Ok(json_response(StatusCode::OK, body))
             }
-            Method::POST => {
+            // A terminating CRD's resources serve no `create`.
+            Method::POST if res.allows("create") => {
                 if ns.is_none() && res.namespaced {
                     return Err(ApiError::NoSuchPath);
                 }
@@ -342,7 +344,8 @@ async fn resource(
             }
         }
         (None, Some(_)) => Err(ApiError::NoSuchPath),
-    }
+    };
+    response.map(|r| with_warnings(r, &deprecation))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -374,6 +377,8 @@ async fn object(
             let opts = write_options(q)?;
             // The content type first: kubectl `apply --server-side` always sends `force`, and
             // an apply patch must get the 415 for its type, not a complaint about `force`.
+            // Custom resources (they have a structural schema) take no strategic merge patch.
+            let builtin = res.strategy.structural_schema().is_none();
             let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
             })?;
@@ -387,7 +392,7 @@ async fn object(
                 ));
             }
             let bytes = read_body(body).await?;
-            let patch = Patch::parse(ty, &bytes, true)?;
+            let patch = Patch::parse(ty, &bytes, builtin)?;
             let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
             reply_response(reply, res, shape, q)
         }

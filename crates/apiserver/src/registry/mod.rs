@@ -10,6 +10,7 @@
 //! Start with [`Registry::new`] and [`rest`].
 
 pub mod builtin;
+pub mod crd;
 pub mod list;
 pub mod resource;
 pub mod rest;
@@ -80,6 +81,8 @@ impl Catalog {
 pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
     store: Arc<Store>,
+    /// The built-in resources, which every catalog starts with.
+    builtin: Vec<Arc<Resource>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -91,8 +94,10 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// A registry serving the built-in kinds over `store`.
     pub fn new(store: Arc<Store>) -> Self {
+        let catalog = Catalog::new(builtin::resources());
         Registry {
-            catalog: RwLock::new(Arc::new(Catalog::new(builtin::resources()))),
+            builtin: catalog.resources.clone(),
+            catalog: RwLock::new(Arc::new(catalog)),
             store,
         }
     }
@@ -111,6 +116,22 @@ impl Registry {
             .catalog
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(catalog);
+    }
+
+    /// Serves the built-in resources plus `custom` (the CRD controller's resources), replacing
+    /// the custom resources served before.
+    pub fn set_custom_resources(&self, custom: Vec<Resource>) {
+        let mut resources = self.builtin.clone();
+        resources.extend(custom.into_iter().map(Arc::new));
+        *self
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Catalog { resources });
+    }
+
+    /// The built-in resources.
+    pub fn builtin_resources(&self) -> &[Arc<Resource>] {
+        &self.builtin
     }
 
     /// The storage.

@@ -156,7 +156,15 @@ impl ApiServer {
             ready: Arc::new(AtomicBool::new(false)),
             bookmark_interval: config.bookmark_interval,
         });
+        // Serve the stored CRDs before the first request.
+        if let Err(e) = crate::controllers::crd::sync(&registry).await {
+            tracing::warn!(error = %e, "serving the stored CRDs failed");
+        }
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::crd::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::namespace::run(
             registry,
             stop.child_token(),

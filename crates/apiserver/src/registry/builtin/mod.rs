@@ -208,6 +208,16 @@ pub fn resources() -> Vec<Resource> {
         )
         .short(&["ev"])
         .stored_at("/core/events"),
+        // apiextensions.k8s.io/v1
+        Def::new(
+            super::crd::GROUP,
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            Arc::new(super::crd::CrdStrategy),
+        )
+        .cluster()
+        .short(&["crd", "crds"])
+        .with_status(),
         // rbac.authorization.k8s.io/v1
         Def::new(
             "rbac.authorization.k8s.io",
