@@ -11,6 +11,8 @@
 //! `TestEnv::start()` runs in this process, because that is what it is for.
 
 mod clients;
+#[allow(dead_code)] // wired to `--suite` by the lead
+mod gc;
 mod load;
 mod procs;
 mod report;
