@@ -786,3 +786,381 @@ fn same_object(cur: &Value, item: &Work) -> Result<(), ApiError> {
         detail: "the object was replaced".into(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use serde_json::{Value, json};
+
+    use super::{Action, Graph, Policy, Queue, Work};
+    use crate::storage::{EventType, WatchEvent};
+
+    /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
+    fn namespaced_kind(_group: &str, kind: &str) -> Option<bool> {
+        match kind {
+            "ConfigMap" => Some(true),
+            "ClusterRole" => Some(false),
+            _ => None,
+        }
+    }
+
+    fn cm(uid: &str, ns: &str, owners: Value, finalizers: Value, deleting: bool) -> Value {
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": uid, "namespace": ns, "uid": uid,
+            "ownerReferences": owners, "finalizers": finalizers}});
+        if deleting {
+            obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        obj
+    }
+
+    fn owner(uid: &str, block: bool) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": uid, "uid": uid,
+               "blockOwnerDeletion": block})
+    }
+
+    fn event(graph: &mut Graph, rv: u64, kind: EventType, obj: &Value) {
+        let bytes = Bytes::from(serde_json::to_vec(obj).expect("json"));
+        graph.apply(&WatchEvent::new(rv, kind, Arc::from("/k"), bytes, None));
+    }
+
+    /// Decides every marked object; returns `(uid, action)` sorted by uid.
+    fn decisions(graph: &mut Graph) -> Vec<(String, Action)> {
+        let mut out: Vec<(String, Action)> = graph
+            .drain_dirty(&namespaced_kind)
+            .into_iter()
+            .map(|w| (w.uid.to_string(), w.action))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn strip(uids: &[&str]) -> Action {
+        Action::Strip(uids.iter().map(|u| Arc::from(*u)).collect())
+    }
+
+    #[test]
+    fn a_dependent_of_an_owner_that_never_existed_is_deleted() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("ghost", false)]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_solid_owner_keeps_its_dependent_until_it_is_deleted() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![]);
+        event(
+            &mut g,
+            3,
+            EventType::Deleted,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn only_dangling_references_are_stripped_when_a_solid_owner_remains() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        let owners = json!([owner("o", false), owner("ghost", false)]);
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", owners, json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["ghost"]))]);
+    }
+
+    #[test]
+    fn an_owner_in_another_namespace_counts_as_absent() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "a", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "b", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_naming_a_namespaced_owner_is_never_touched() {
+        let mut g = Graph::default();
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                          "metadata": {"name": "r", "uid": "r", "ownerReferences": [owner("ghost", false)]}});
+        event(&mut g, 1, EventType::Added, &role);
+        assert_eq!(decisions(&mut g), vec![]);
+    }
+
+    #[test]
+    fn a_reference_whose_name_or_kind_does_not_match_the_uid_is_dangling() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        let wrong = json!([{"apiVersion": "v1", "kind": "Secret", "name": "o", "uid": "o"}]);
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", wrong, json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_foreground_owner_waits_for_blocking_dependents_only() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm(
+                "blocking",
+                "ns",
+                json!([owner("o", true)]),
+                json!([]),
+                false,
+            ),
+        );
+        event(
+            &mut g,
+            3,
+            EventType::Added,
+            &cm("loose", "ns", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![]);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["foregroundDeletion"]), true),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![
+                ("blocking".into(), Action::Delete(Policy::Background)),
+                ("loose".into(), Action::Delete(Policy::Background)),
+            ]
+        );
+        event(
+            &mut g,
+            5,
+            EventType::Deleted,
+            &cm("loose", "ns", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![], "a blocking dependent is left");
+        event(
+            &mut g,
+            6,
+            EventType::Deleted,
+            &cm(
+                "blocking",
+                "ns",
+                json!([owner("o", true)]),
+                json!([]),
+                false,
+            ),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("o".into(), Action::RemoveFinalizer("foregroundDeletion"))]
+        );
+    }
+
+    #[test]
+    fn a_dependent_with_its_own_dependents_is_deleted_in_the_foreground_too() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("mid", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        event(
+            &mut g,
+            3,
+            EventType::Added,
+            &cm("leaf", "ns", json!([owner("mid", true)]), json!([]), false),
+        );
+        decisions(&mut g);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["foregroundDeletion"]), true),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("mid".into(), Action::Delete(Policy::Foreground))]
+        );
+    }
+
+    #[test]
+    fn an_orphaning_owner_has_its_references_stripped_then_its_finalizer_removed() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        decisions(&mut g);
+        event(
+            &mut g,
+            3,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["orphan"]), true),
+        );
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["o"]))]);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("d", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("o".into(), Action::RemoveFinalizer("orphan"))]
+        );
+    }
+
+    #[test]
+    fn the_same_action_is_not_handed_out_twice_for_an_unchanged_object() {
+        let mut g = Graph::default();
+        let d = cm("d", "ns", json!([owner("ghost", false)]), json!([]), false);
+        event(&mut g, 1, EventType::Added, &d);
+        assert_eq!(decisions(&mut g).len(), 1);
+        g.dirty.insert(Arc::from("d"));
+        assert_eq!(decisions(&mut g), vec![]);
+        // A failed action is handed out again.
+        g.retry(Arc::from("d"));
+        assert_eq!(decisions(&mut g).len(), 1);
+        // An older event never replaces a newer state.
+        event(
+            &mut g,
+            0,
+            EventType::Modified,
+            &cm("d", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(g.nodes.get("d").map(|n| n.rv), Some(1));
+    }
+
+    #[test]
+    fn an_object_being_deleted_is_left_to_its_own_finalizers() {
+        let mut g = Graph::default();
+        let d = cm(
+            "d",
+            "ns",
+            json!([owner("ghost", false)]),
+            json!(["example.com/x"]),
+            true,
+        );
+        event(&mut g, 1, EventType::Added, &d);
+        assert_eq!(decisions(&mut g), vec![]);
+    }
+
+    fn work(uid: &str, action: Action) -> Work {
+        Work {
+            uid: Arc::from(uid),
+            rv: 1,
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: uid.into(),
+            action,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_queue_never_hands_one_object_to_two_workers_and_keeps_the_newest_action() {
+        let q = Queue::default();
+        q.push(work("a", Action::Delete(Policy::Background)));
+        q.push(work("a", Action::Delete(Policy::Foreground)));
+        q.push(work("b", Action::RemoveFinalizer("orphan")));
+        let first = q.next().await.expect("work");
+        assert_eq!(
+            (&*first.uid, &first.action),
+            ("a", &Action::Delete(Policy::Foreground)),
+            "the newer action replaced the queued one"
+        );
+        // Pushed while `a` is in progress: parked until it is done.
+        q.push(work("a", Action::Delete(Policy::Orphan)));
+        let second = q.next().await.expect("work");
+        assert_eq!(&*second.uid, "b");
+        assert!(q.lock().order.is_empty());
+        q.done(&first.uid);
+        let third = q.next().await.expect("work");
+        assert_eq!(
+            (&*third.uid, &third.action),
+            ("a", &Action::Delete(Policy::Orphan))
+        );
+        q.close();
+        assert!(q.next().await.is_none());
+    }
+}
