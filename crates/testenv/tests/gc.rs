@@ -646,3 +646,27 @@ async fn foreground_deletion_removes_dependents_across_kinds_before_the_owner() 
     })
     .await;
 }
+
+#[tokio::test]
+async fn orphan_and_foreground_finalizers_cannot_both_be_set() {
+    within(async {
+        let env = TestEnv::start().await.expect("start");
+        let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+        let err = cms
+            .create(
+                &PostParams::default(),
+                &cm("both", &[], &["orphan", "foregroundDeletion"]),
+            )
+            .await
+            .map_err(api_error)
+            .expect_err("422");
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .contains("finalizer orphan and foregroundDeletion cannot be both set"),
+            "{}",
+            err.message
+        );
+    })
+    .await;
+}

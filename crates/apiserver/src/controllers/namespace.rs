@@ -300,3 +300,55 @@ async fn write_conditions(
         .await
         .map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Content, conditions};
+
+    #[test]
+    fn conditions_are_all_false_when_the_namespace_is_empty() {
+        let list = conditions(&Content::default());
+        let types: Vec<&str> = list.iter().map(|c| c.0).collect();
+        assert_eq!(
+            types,
+            [
+                "NamespaceDeletionDiscoveryFailure",
+                "NamespaceDeletionGroupVersionParsingFailure",
+                "NamespaceDeletionContentFailure",
+                "NamespaceContentRemaining",
+                "NamespaceFinalizersRemaining",
+            ]
+        );
+        assert!(list.iter().all(|c| !c.1));
+    }
+
+    #[test]
+    fn remaining_content_is_listed_per_resource_and_finalizer_in_order() {
+        let mut content = Content {
+            objects: 3,
+            ..Content::default()
+        };
+        content.by_resource.insert("widgets.example.com".into(), 1);
+        content.by_resource.insert("configmaps.".into(), 2);
+        content.by_finalizer.insert("example.com/hold".into(), 2);
+        content.by_finalizer.insert("a.io/x".into(), 1);
+        let list = conditions(&content);
+        assert_eq!(
+            (list[3].1, list[3].2, list[3].3.as_str()),
+            (
+                true,
+                "SomeResourcesRemain",
+                "Some resources are remaining: configmaps. has 2 resource instances, widgets.example.com has 1 resource instances"
+            )
+        );
+        assert_eq!(
+            (list[4].1, list[4].2, list[4].3.as_str()),
+            (
+                true,
+                "SomeFinalizersRemain",
+                "Some content in the namespace has finalizers remaining: a.io/x in 1 resource instances, example.com/hold in 2 resource instances"
+            )
+        );
+        assert!(!list[2].1, "no deletion failed");
+    }
+}
