@@ -353,10 +353,22 @@ impl Graph {
         let node = self.nodes.get(uid)?;
         let deps = self.dependents.get(uid);
         if node.deleting {
-            // Being deleted: only the collector's own finalizers concern it.
+            // Being deleted: its references to orphaning owners still go (so those owners
+            // need not wait for it); otherwise only the collector's own finalizers concern it.
+            let mut orphaning: Vec<Uid> = node
+                .owners
+                .iter()
+                .filter(|r| self.resolve(node, r, namespaced_kind) == Resolved::Orphaning)
+                .map(|r| r.uid.clone())
+                .collect();
+            if !orphaning.is_empty() {
+                orphaning.sort();
+                orphaning.dedup();
+                return Some(Action::Strip(orphaning));
+            }
             if node.orphan {
                 return deps
-                    .is_none_or(|d| d.all.iter().all(|u| !self.nodes.contains_key(u)))
+                    .is_none_or(|d| d.all.is_empty())
                     .then_some(Action::RemoveFinalizer(ORPHAN));
             }
             if node.foreground {
@@ -1088,6 +1100,26 @@ mod tests {
             decisions(&mut g),
             vec![("o".into(), Action::RemoveFinalizer("orphan"))]
         );
+    }
+
+    #[test]
+    fn an_orphaning_owner_does_not_wait_for_a_dependent_held_by_its_own_finalizer() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!(["orphan"]), true),
+        );
+        let held = cm(
+            "d",
+            "ns",
+            json!([owner("o", true)]),
+            json!(["example.com/x"]),
+            true,
+        );
+        event(&mut g, 2, EventType::Added, &held);
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["o"]))]);
     }
 
     #[test]
