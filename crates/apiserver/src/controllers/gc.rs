@@ -27,8 +27,9 @@
 //! - Decisions are made on the graph's view, which trails storage by the watch's delay; a
 //!   dependent created while its owner's deletion is being processed may outlive the owner
 //!   briefly before it is collected, as in Kubernetes.
-//! - Failed actions are retried after [`RETRY_AFTER`]; conflicts and missing objects are not
-//!   retried, since the change that caused them arrives as a watch event.
+//! - A failed action has its object decided again after a per-object exponential delay
+//!   ([`RETRY_MIN`] doubling up to [`RETRY_MAX`], reset by a success); conflicts and missing
+//!   objects are not retried, since the change that caused them arrives as a watch event.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -50,8 +51,12 @@ use crate::storage::{
 
 /// How many workers carry out actions at once.
 const WORKERS: usize = 8;
-/// How long a failed action waits before its object is decided again.
-pub const RETRY_AFTER: Duration = Duration::from_millis(250);
+/// The delay before an object whose action failed is decided again, doubled per failure.
+pub const RETRY_MIN: Duration = Duration::from_millis(5);
+/// The longest delay before a failed object is decided again.
+pub const RETRY_MAX: Duration = Duration::from_secs(1000);
+/// How long the collector waits before listing storage again after a failed list.
+const RELIST_AFTER: Duration = Duration::from_millis(250);
 /// How many watch events are folded into the graph before the marked objects are decided.
 const BATCH: usize = 4096;
 
@@ -494,6 +499,8 @@ struct QueueState {
     queued: HashMap<Uid, Work>,
     active: HashSet<Uid>,
     parked: HashMap<Uid, Work>,
+    /// Consecutive failures per object, for the retry delay.
+    failures: HashMap<Uid, u32>,
     closed: bool,
 }
 
@@ -549,6 +556,22 @@ impl Queue {
         }
     }
 
+    /// Records how the last action on `uid` went; returns the delay before retrying it when
+    /// it failed (exponential per object, reset by a success).
+    fn settle(&self, uid: &Uid, failed: bool) -> Duration {
+        let mut s = self.lock();
+        if !failed {
+            s.failures.remove(uid);
+            return Duration::ZERO;
+        }
+        let n = s.failures.entry(uid.clone()).or_default();
+        let delay = RETRY_MIN
+            .saturating_mul(2u32.saturating_pow((*n).min(31)))
+            .min(RETRY_MAX);
+        *n = n.saturating_add(1);
+        delay
+    }
+
     /// Marks `uid` finished; an action that arrived meanwhile is queued.
     fn done(&self, uid: &Uid) {
         let mut s = self.lock();
@@ -581,7 +604,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
                 tracing::warn!(error = %e, "garbage collector could not list storage");
                 tokio::select! {
                     () = stop.cancelled() => break 'sync,
-                    () = tokio::time::sleep(RETRY_AFTER) => continue 'sync,
+                    () = tokio::time::sleep(RELIST_AFTER) => continue 'sync,
                 }
             }
         };
@@ -617,6 +640,10 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
                     hand_out(&registry, &mut graph, &queue);
                 }
                 Some(uid) = retry_rx.recv() => {
+                    if !graph.nodes.contains_key(&uid) {
+                        // Gone meanwhile: nothing left to retry, forget its failures.
+                        queue.settle(&uid, false);
+                    }
                     graph.retry(uid);
                     hand_out(&registry, &mut graph, &queue);
                 }
@@ -679,17 +706,19 @@ async fn work(
         let outcome = carry_out(&registry, &item).await;
         queue.done(&item.uid);
         match outcome {
-            Ok(()) => {}
             // The object changed or went away: its watch event brings it back to the graph.
-            Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {}
+            Ok(()) | Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {
+                queue.settle(&item.uid, false);
+            }
             Err(e) => {
+                let delay = queue.settle(&item.uid, true);
                 tracing::warn!(kind = %item.kind, name = %item.name, action = ?item.action, error = %e, "garbage collector action failed; retrying");
                 let retry = retry.clone();
                 let stop = stop.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         () = stop.cancelled() => {}
-                        () = tokio::time::sleep(RETRY_AFTER) => {
+                        () = tokio::time::sleep(delay) => {
                             let _ = retry.send(item.uid).await;
                         }
                     }
@@ -806,7 +835,9 @@ mod tests {
     use bytes::Bytes;
     use serde_json::{Value, json};
 
-    use super::{Action, Graph, Policy, Queue, Work};
+    use std::time::Duration;
+
+    use super::{Action, Graph, Policy, Queue, RETRY_MAX, RETRY_MIN, Work};
     use crate::storage::{EventType, WatchEvent};
 
     /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
@@ -1194,5 +1225,19 @@ mod tests {
         );
         q.close();
         assert!(q.next().await.is_none());
+    }
+
+    #[test]
+    fn retry_delays_double_per_failure_up_to_the_cap_and_reset_on_success() {
+        let q = Queue::default();
+        let uid: Arc<str> = Arc::from("a");
+        let delays: Vec<Duration> = (0..3).map(|_| q.settle(&uid, true)).collect();
+        assert_eq!(delays, [RETRY_MIN, RETRY_MIN * 2, RETRY_MIN * 4]);
+        for _ in 0..60 {
+            assert!(q.settle(&uid, true) <= RETRY_MAX);
+        }
+        assert_eq!(q.settle(&uid, true), RETRY_MAX);
+        q.settle(&uid, false);
+        assert_eq!(q.settle(&uid, true), RETRY_MIN);
     }
 }
