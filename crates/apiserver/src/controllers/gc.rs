@@ -1227,6 +1227,54 @@ mod tests {
         assert!(q.next().await.is_none());
     }
 
+    #[tokio::test]
+    async fn objects_stored_before_the_collector_starts_are_judged_from_its_first_list() {
+        use crate::registry::Registry;
+        use crate::storage::{MemoryBackend, Storage, Store, StoreConfig};
+        let store = Store::open(Arc::new(MemoryBackend), StoreConfig::default()).expect("store");
+        let registry = Arc::new(Registry::new(store));
+        let put = |key: &'static str, obj: Value| {
+            let registry = registry.clone();
+            async move { registry.store().create(key, obj).await.expect("create") }
+        };
+        put(
+            "/core/configmaps/ns/o",
+            cm("o", "ns", json!([]), json!([]), false),
+        )
+        .await;
+        put(
+            "/core/configmaps/ns/kept",
+            cm("kept", "ns", json!([owner("o", true)]), json!([]), false),
+        )
+        .await;
+        put(
+            "/core/configmaps/ns/lost",
+            cm(
+                "lost",
+                "ns",
+                json!([owner("ghost", true)]),
+                json!([]),
+                false,
+            ),
+        )
+        .await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(super::run(registry.clone(), stop.clone()));
+        let gone = tokio::time::timeout(Duration::from_secs(10), async {
+            while registry.store().get("/core/configmaps/ns/lost").is_ok() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(
+            gone.is_ok(),
+            "the dependent of a missing owner was collected"
+        );
+        assert!(registry.store().get("/core/configmaps/ns/kept").is_ok());
+        stop.cancel();
+        task.await.expect("the collector stops");
+    }
+
     #[test]
     fn retry_delays_double_per_failure_up_to_the_cap_and_reset_on_success() {
         let q = Queue::default();
