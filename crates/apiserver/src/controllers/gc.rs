@@ -1,7 +1,7 @@
 //! The garbage collector: deletes objects whose owners are gone, and carries out the
 //! `Foreground` and `Orphan` propagation policies.
 //!
-//! One task owns the owner-reference graph ([`Graph`]): every object in storage, by uid, with
+//! One task owns the owner-reference graph (`Graph`): every object in storage, by uid, with
 //! its owner references, and for every uid that some object names as an owner, the set of those
 //! dependents. The task reads one storage watch of every key (`/`), so every resource —
 //! built-in or custom, including resources served later — feeds it without registration. For
@@ -97,6 +97,7 @@ struct Dependents {
 
 /// A propagation policy the collector deletes with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Policy {
     /// Delete now; dependents follow.
     Background,
@@ -118,6 +119,7 @@ impl Policy {
 
 /// What one object needs from the collector.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Delete it with this policy.
     Delete(Policy),
