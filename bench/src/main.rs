@@ -13,6 +13,7 @@
 mod clients;
 #[allow(dead_code)] // wired to `--suite` by the lead
 mod crd;
+mod gc;
 mod load;
 mod procs;
 mod report;

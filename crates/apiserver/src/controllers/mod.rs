@@ -1,8 +1,10 @@
 //! Controllers that run inside the server, as kube-controller-manager's would next to a real
-//! API server: the namespace lifecycle and CustomResourceDefinitions.
+//! API server: the garbage collector ([`gc`]), the namespace lifecycle ([`namespace`]) and
+//! CustomResourceDefinitions ([`crd`]).
 //!
 //! Each controller is one task that owns its state and stops when its cancellation token is
 //! cancelled.
 
 pub mod crd;
+pub mod gc;
 pub mod namespace;

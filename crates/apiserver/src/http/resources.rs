@@ -400,7 +400,12 @@ async fn object(
             let bytes = read_body(body).await?;
             let opts = delete_options(headers, &bytes, q)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
-            Ok(delete_response(res, deleted))
+            let mut response = delete_response(res, deleted.clone());
+            // Kubernetes answers 202 to an explicit `orphanDependents: false` that must wait.
+            if matches!(deleted, Deleted::Pending(_)) && opts.orphan_dependents == Some(false) {
+                *response.status_mut() = StatusCode::ACCEPTED;
+            }
+            Ok(response)
         }
         other => Err(ApiError::MethodNotAllowed {
             verb: other.to_string(),

@@ -121,6 +121,83 @@ impl DeleteOptions {
     }
 }
 
+/// The finalizer that makes the garbage collector delete an object's dependents first.
+pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
+/// The finalizer that makes the garbage collector orphan an object's dependents first.
+pub const ORPHAN: &str = "orphan";
+
+impl DeleteOptions {
+    /// Whether dependents are orphaned: the deprecated `orphanDependents`, then the policy,
+    /// then a GC finalizer already on the object.
+    fn orphans(&self, finalizers: &[Value]) -> bool {
+        if let Some(o) = self.orphan_dependents {
+            return o;
+        }
+        match self.propagation_policy.as_deref() {
+            Some("Orphan") => return true,
+            Some("Background" | "Foreground") => return false,
+            _ => {}
+        }
+        finalizers
+            .iter()
+            .find_map(|f| match f.as_str() {
+                Some(ORPHAN) => Some(true),
+                Some(FOREGROUND_DELETION) => Some(false),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
+    /// Whether dependents are deleted before the object (foreground), decided like
+    /// [`DeleteOptions::orphans`].
+    fn deletes_dependents_first(&self, finalizers: &[Value]) -> bool {
+        if self.orphan_dependents.is_some() {
+            return false;
+        }
+        match self.propagation_policy.as_deref() {
+            Some("Foreground") => return true,
+            Some("Background" | "Orphan") => return false,
+            _ => {}
+        }
+        finalizers
+            .iter()
+            .find_map(|f| match f.as_str() {
+                Some(FOREGROUND_DELETION) => Some(true),
+                Some(ORPHAN) => Some(false),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
+    /// The finalizers an object gets when deleted with these options: its own, with the
+    /// garbage collector's replaced by the ones the policy asks for. `None` when unchanged.
+    pub fn gc_finalizers(&self, obj: &Value) -> Option<Vec<Value>> {
+        let current: Vec<Value> = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut next: Vec<Value> = current
+            .iter()
+            .filter(|f| !matches!(f.as_str(), Some(ORPHAN | FOREGROUND_DELETION)))
+            .cloned()
+            .collect();
+        if self.orphans(&current) {
+            next.push(json!(ORPHAN));
+        }
+        if self.deletes_dependents_first(&current) {
+            next.push(json!(FOREGROUND_DELETION));
+        }
+        let set = |v: &[Value]| -> std::collections::BTreeSet<String> {
+            v.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        };
+        (set(&current) != set(&next)).then_some(next)
+    }
+}
+
 /// What a delete did.
 #[derive(Clone, Debug)]
 pub enum Deleted {
@@ -144,6 +221,16 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     match obj.get_mut("metadata").and_then(Value::as_object_mut) {
         Some(m) => m,
         None => unreachable!("metadata was just made an object"),
+    }
+}
+
+/// Sets `metadata.finalizers`, leaving the field out when the list is empty.
+fn set_finalizers(obj: &mut Value, finalizers: Vec<Value>) {
+    let meta = meta_mut(obj);
+    if finalizers.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), Value::Array(finalizers));
     }
 }
 
@@ -838,10 +925,29 @@ impl Registry {
         let mut already: Option<Value> = None;
         let mut dry: Option<Deleted> = None;
         let mut step = |old_stored: Value| -> Update {
-            let old = res.strategy.to_served(old_stored.clone());
+            let mut old = res.strategy.to_served(old_stored.clone());
+            // The propagation policy becomes (or swaps) the garbage collector's finalizer.
+            let gc_finalizers = opts.gc_finalizers(&old);
             if old.pointer("/metadata/deletionTimestamp").is_some() {
-                already = Some(old);
-                return Update::Abort;
+                let Some(finalizers) = gc_finalizers else {
+                    already = Some(old);
+                    return Update::Abort;
+                };
+                let none_left = finalizers.is_empty();
+                set_finalizers(&mut old, finalizers);
+                if opts.dry_run {
+                    dry = Some(Deleted::Pending(old));
+                    return Update::Abort;
+                }
+                let stored = res.strategy.to_stored(old);
+                return if none_left && res.kind != "Namespace" {
+                    Update::Delete(stored)
+                } else {
+                    Update::Put(stored)
+                };
+            }
+            if let Some(finalizers) = gc_finalizers {
+                set_finalizers(&mut old, finalizers);
             }
             let has_finalizers = old
                 .pointer("/metadata/finalizers")

@@ -345,6 +345,15 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
                 ));
             }
         }
+        if finalizers.iter().any(|f| f == "orphan")
+            && finalizers.iter().any(|f| f == "foregroundDeletion")
+        {
+            errs.push(FieldError::invalid(
+                "metadata.finalizers",
+                Value::Array(finalizers.clone()),
+                "finalizer orphan and foregroundDeletion cannot be both set",
+            ));
+        }
     }
     if let Some(refs) = meta.get("ownerReferences").and_then(Value::as_array) {
         let mut controllers = 0;

@@ -166,9 +166,10 @@ impl ApiServer {
             stop.child_token(),
         ));
         tasks.spawn(crate::controllers::namespace::run(
-            registry,
+            registry.clone(),
             stop.child_token(),
         ));
+        tasks.spawn(crate::controllers::gc::run(registry, stop.child_token()));
         app.ready.store(true, Ordering::SeqCst);
         Ok(ApiServer {
             router: http::router(app.clone()),

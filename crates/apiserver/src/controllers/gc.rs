@@ -1,0 +1,1293 @@
+//! The garbage collector: deletes objects whose owners are gone, and carries out the
+//! `Foreground` and `Orphan` propagation policies.
+//!
+//! One task owns the owner-reference graph (`Graph`): every object in storage, by uid, with
+//! its owner references, and for every uid that some object names as an owner, the set of those
+//! dependents. The task reads one storage watch of every key (`/`), so every resource —
+//! built-in or custom, including resources served later — feeds it without registration. For
+//! each change it updates the graph, marks the objects whose fate may have changed, decides
+//! what each of them needs ([`Action`]) and puts that on a work queue. Workers take actions off
+//! the queue and carry them out through the registry's ordinary delete and update paths, so
+//! finalizers hold objects as usual and every change is a normal watch event, which flows back
+//! into the graph. Workers never read the graph; the graph is never locked.
+//!
+//! # Guarantees
+//! - An object is deleted only when each of its owner references is dangling (no object with
+//!   that uid, kind and name in a namespace the reference may point to) or names an owner being
+//!   deleted in the foreground; the deletion carries the resource version the decision saw, so
+//!   a changed object is decided again rather than deleted on stale grounds.
+//! - Objects with a solid owner lose only the references that are dangling.
+//! - A namespaced owner in another namespace than its dependent never counts as an owner; a
+//!   cluster-scoped object that names a namespaced owner is left alone.
+//! - An owner deleted with `Foreground` keeps its `foregroundDeletion` finalizer until no
+//!   dependent whose reference has `blockOwnerDeletion: true` remains; one deleted with
+//!   `Orphan` keeps its `orphan` finalizer until no dependent refers to it.
+//!
+//! # Caveats
+//! - Decisions are made on the graph's view, which trails storage by the watch's delay; a
+//!   dependent created while its owner's deletion is being processed may outlive the owner
+//!   briefly before it is collected, as in Kubernetes.
+//! - A failed action has its object decided again after a per-object exponential delay
+//!   ([`RETRY_MIN`] doubling up to [`RETRY_MAX`], reset by a success); conflicts and missing
+//!   objects are not retried, since the change that caused them arrives as a watch event.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::http::error::ApiError;
+use crate::registry::rest::{DeleteOptions, FOREGROUND_DELETION, ORPHAN, Part, Target};
+use crate::registry::{Registry, Resource};
+use crate::storage::{
+    EventType, ListOptions, Preconditions, Storage, StorageError, WatchEvent, Watcher,
+};
+
+/// How many workers carry out actions at once.
+const WORKERS: usize = 8;
+/// The delay before an object whose action failed is decided again, doubled per failure.
+pub const RETRY_MIN: Duration = Duration::from_millis(5);
+/// The longest delay before a failed object is decided again.
+pub const RETRY_MAX: Duration = Duration::from_secs(1000);
+/// How long the collector waits before listing storage again after a failed list.
+const RELIST_AFTER: Duration = Duration::from_millis(250);
+/// How many watch events are folded into the graph before the marked objects are decided.
+const BATCH: usize = 4096;
+
+/// A uid, shared between the graph's maps.
+type Uid = Arc<str>;
+
+/// One owner reference of an object, as the graph keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OwnerRef {
+    uid: Uid,
+    group: String,
+    kind: String,
+    name: String,
+    block: bool,
+}
+
+/// One observed object.
+#[derive(Clone, Debug)]
+struct Node {
+    rv: u64,
+    group: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+    owners: Vec<OwnerRef>,
+    deleting: bool,
+    orphan: bool,
+    foreground: bool,
+}
+
+/// The objects naming one uid as their owner.
+#[derive(Debug, Default)]
+struct Dependents {
+    all: HashSet<Uid>,
+    /// How many of them set `blockOwnerDeletion: true` on that reference.
+    blocking: usize,
+}
+
+/// A propagation policy the collector deletes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Delete now; dependents follow.
+    Background,
+    /// Delete the dependents first.
+    Foreground,
+    /// Keep the dependents, without the reference.
+    Orphan,
+}
+
+impl Policy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Policy::Background => "Background",
+            Policy::Foreground => "Foreground",
+            Policy::Orphan => "Orphan",
+        }
+    }
+}
+
+/// What one object needs from the collector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Delete it with this policy.
+    Delete(Policy),
+    /// Remove its references to these owner uids.
+    Strip(Vec<Arc<str>>),
+    /// Remove this finalizer from it (its dependents have been dealt with).
+    RemoveFinalizer(&'static str),
+}
+
+/// An action on one object, with what the worker needs to find it.
+#[derive(Clone, Debug)]
+struct Work {
+    uid: Uid,
+    rv: u64,
+    group: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+    action: Action,
+}
+
+/// How one owner reference of an object resolves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resolved {
+    /// The owner exists where the reference may point.
+    Solid,
+    /// The owner exists and is being deleted with `Orphan`: the reference is to be removed.
+    Orphaning,
+    /// The owner is being deleted with `Foreground`.
+    Waiting,
+    /// No such owner (or one the reference may not point to).
+    Dangling,
+    /// A cluster-scoped object naming a namespaced owner: never resolvable.
+    Invalid,
+}
+
+/// The metadata the graph reads from a stored object.
+#[derive(Deserialize)]
+struct Doc<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<DocMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DocMeta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(rename = "deletionTimestamp", borrow, default)]
+    deletion_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    finalizers: Option<Vec<Cow<'a, str>>>,
+    #[serde(rename = "ownerReferences", borrow, default)]
+    owner_references: Option<Vec<DocRef<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct DocRef<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(rename = "blockOwnerDeletion", default)]
+    block_owner_deletion: Option<bool>,
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(g, _)| g)
+}
+
+/// Reads a stored object into a node; `None` for documents without a uid.
+fn parse_node(rv: u64, bytes: &[u8]) -> Option<(Uid, Node)> {
+    let doc: Doc<'_> = serde_json::from_slice(bytes).ok()?;
+    let meta = doc.metadata?;
+    let uid: Uid = Arc::from(meta.uid.filter(|u| !u.is_empty())?.as_ref());
+    let finalizers = meta.finalizers.unwrap_or_default();
+    let owners = meta
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| {
+            Some(OwnerRef {
+                uid: Arc::from(r.uid.filter(|u| !u.is_empty())?.as_ref()),
+                group: group_of(r.api_version.as_deref().unwrap_or_default()).to_string(),
+                kind: r.kind.unwrap_or_default().into_owned(),
+                name: r.name.unwrap_or_default().into_owned(),
+                block: r.block_owner_deletion == Some(true),
+            })
+        })
+        .collect();
+    let node = Node {
+        rv,
+        group: group_of(doc.api_version.as_deref().unwrap_or_default()).to_string(),
+        kind: doc.kind.unwrap_or_default().into_owned(),
+        namespace: meta
+            .namespace
+            .filter(|n| !n.is_empty())
+            .map(Cow::into_owned),
+        name: meta.name.unwrap_or_default().into_owned(),
+        owners,
+        deleting: meta.deletion_timestamp.is_some(),
+        orphan: finalizers.iter().any(|f| f == ORPHAN),
+        foreground: finalizers.iter().any(|f| f == FOREGROUND_DELETION),
+    };
+    Some((uid, node))
+}
+
+/// The owner-reference graph. Owned by the collector's task; see the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Graph {
+    nodes: HashMap<Uid, Node>,
+    /// Owner uid → the objects referring to it, whether or not the owner exists.
+    dependents: HashMap<Uid, Dependents>,
+    /// Objects to decide again.
+    dirty: HashSet<Uid>,
+    /// The last action put on the queue for each object, with the revision it was decided on,
+    /// so an unchanged object is not sent the same action twice.
+    issued: HashMap<Uid, (u64, Action)>,
+}
+
+impl Graph {
+    /// Records a created or changed object.
+    fn upsert(&mut self, uid: Uid, node: Node) {
+        if self.nodes.get(&uid).is_some_and(|old| old.rv >= node.rv) {
+            return;
+        }
+        let old = self.nodes.remove(&uid);
+        let old_owners = old.as_ref().map(|o| o.owners.clone()).unwrap_or_default();
+        for r in &old_owners {
+            if !node.owners.contains(r) {
+                self.unlink(&uid, r);
+            }
+        }
+        for r in &node.owners {
+            if !old_owners.contains(r) {
+                self.link(&uid, r);
+            }
+        }
+        let started_gc_deletion = node.deleting
+            && (node.foreground || node.orphan)
+            && old.as_ref().is_none_or(|o| {
+                !o.deleting || o.foreground != node.foreground || o.orphan != node.orphan
+            });
+        if started_gc_deletion && let Some(deps) = self.dependents.get(&uid) {
+            self.dirty.extend(deps.all.iter().cloned());
+        }
+        self.issued.remove(&uid);
+        self.dirty.insert(uid.clone());
+        self.nodes.insert(uid, node);
+    }
+
+    /// Records a removed object.
+    fn remove(&mut self, uid: &Uid) {
+        let Some(old) = self.nodes.remove(uid) else {
+            return;
+        };
+        for r in &old.owners {
+            self.unlink(uid, r);
+        }
+        if let Some(deps) = self.dependents.get(uid) {
+            self.dirty.extend(deps.all.iter().cloned());
+        }
+        self.issued.remove(uid);
+    }
+
+    fn link(&mut self, dependent: &Uid, r: &OwnerRef) {
+        let deps = self.dependents.entry(r.uid.clone()).or_default();
+        if deps.all.insert(dependent.clone()) && r.block {
+            deps.blocking += 1;
+        }
+        self.dirty.insert(r.uid.clone());
+    }
+
+    fn unlink(&mut self, dependent: &Uid, r: &OwnerRef) {
+        if let Some(deps) = self.dependents.get_mut(&r.uid) {
+            if deps.all.remove(dependent) && r.block {
+                deps.blocking = deps.blocking.saturating_sub(1);
+            }
+            if deps.all.is_empty() {
+                self.dependents.remove(&r.uid);
+            }
+        }
+        self.dirty.insert(r.uid.clone());
+    }
+
+    /// How `r`, an owner reference of `dependent`, resolves. `namespaced_kind` tells whether a
+    /// kind that has no object in the graph is namespaced (`None`: unknown).
+    fn resolve(
+        &self,
+        dependent: &Node,
+        r: &OwnerRef,
+        namespaced_kind: &dyn Fn(&str, &str) -> Option<bool>,
+    ) -> Resolved {
+        let owner = self
+            .nodes
+            .get(&r.uid)
+            .filter(|o| o.name == r.name && o.kind == r.kind && o.group == r.group);
+        let owner_namespaced = match owner {
+            Some(o) => o.namespace.is_some(),
+            None => namespaced_kind(&r.group, &r.kind).unwrap_or(false),
+        };
+        if dependent.namespace.is_none() && owner_namespaced {
+            return Resolved::Invalid;
+        }
+        let Some(owner) = owner else {
+            return Resolved::Dangling;
+        };
+        if owner.namespace.is_some() && owner.namespace != dependent.namespace {
+            return Resolved::Dangling;
+        }
+        if owner.deleting && owner.orphan {
+            Resolved::Orphaning
+        } else if owner.deleting && owner.foreground {
+            Resolved::Waiting
+        } else {
+            Resolved::Solid
+        }
+    }
+
+    /// What object `uid` needs now, if anything.
+    fn decide(
+        &self,
+        uid: &Uid,
+        namespaced_kind: &dyn Fn(&str, &str) -> Option<bool>,
+    ) -> Option<Action> {
+        let node = self.nodes.get(uid)?;
+        let deps = self.dependents.get(uid);
+        if node.deleting {
+            // Being deleted: its references to orphaning owners still go (so those owners
+            // need not wait for it); otherwise only the collector's own finalizers concern it.
+            let mut orphaning: Vec<Uid> = node
+                .owners
+                .iter()
+                .filter(|r| self.resolve(node, r, namespaced_kind) == Resolved::Orphaning)
+                .map(|r| r.uid.clone())
+                .collect();
+            if !orphaning.is_empty() {
+                orphaning.sort();
+                orphaning.dedup();
+                return Some(Action::Strip(orphaning));
+            }
+            if node.orphan {
+                return deps
+                    .is_none_or(|d| d.all.is_empty())
+                    .then_some(Action::RemoveFinalizer(ORPHAN));
+            }
+            if node.foreground {
+                return deps
+                    .is_none_or(|d| d.blocking == 0)
+                    .then_some(Action::RemoveFinalizer(FOREGROUND_DELETION));
+            }
+            return None;
+        }
+        if node.owners.is_empty() {
+            return None;
+        }
+        let mut solid = false;
+        let mut orphaning = Vec::new();
+        let mut waiting = Vec::new();
+        let mut dangling = Vec::new();
+        for r in &node.owners {
+            match self.resolve(node, r, namespaced_kind) {
+                Resolved::Invalid => return None,
+                Resolved::Solid => solid = true,
+                Resolved::Orphaning => orphaning.push(r.uid.clone()),
+                Resolved::Waiting => waiting.push(r.uid.clone()),
+                Resolved::Dangling => dangling.push(r.uid.clone()),
+            }
+        }
+        let strip = |mut uids: Vec<Uid>| {
+            uids.sort();
+            uids.dedup();
+            (!uids.is_empty()).then_some(Action::Strip(uids))
+        };
+        if !orphaning.is_empty() {
+            // Orphaning first; whether the object then goes is decided on what remains.
+            if solid {
+                orphaning.extend(dangling);
+                orphaning.extend(waiting);
+            }
+            return strip(orphaning);
+        }
+        if solid {
+            dangling.extend(waiting);
+            return strip(dangling);
+        }
+        let has_dependents = deps.is_some_and(|d| !d.all.is_empty());
+        if !waiting.is_empty() && has_dependents {
+            return Some(Action::Delete(Policy::Foreground));
+        }
+        Some(Action::Delete(if node.orphan {
+            Policy::Orphan
+        } else if node.foreground {
+            Policy::Foreground
+        } else {
+            Policy::Background
+        }))
+    }
+
+    /// Decides every marked object; returns the work not already handed out.
+    fn drain_dirty(&mut self, namespaced_kind: &dyn Fn(&str, &str) -> Option<bool>) -> Vec<Work> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut out = Vec::new();
+        for uid in dirty {
+            let Some(action) = self.decide(&uid, namespaced_kind) else {
+                continue;
+            };
+            let Some(node) = self.nodes.get(&uid) else {
+                continue;
+            };
+            if self
+                .issued
+                .get(&uid)
+                .is_some_and(|(rv, a)| *rv == node.rv && *a == action)
+            {
+                continue;
+            }
+            self.issued.insert(uid.clone(), (node.rv, action.clone()));
+            out.push(Work {
+                uid,
+                rv: node.rv,
+                group: node.group.clone(),
+                kind: node.kind.clone(),
+                namespace: node.namespace.clone(),
+                name: node.name.clone(),
+                action,
+            });
+        }
+        out
+    }
+
+    /// Forgets what was handed out for `uid` and decides it again (after a failed action).
+    fn retry(&mut self, uid: Uid) {
+        self.issued.remove(&uid);
+        self.dirty.insert(uid);
+    }
+
+    /// Applies one watch event.
+    fn apply(&mut self, event: &WatchEvent) {
+        match event.kind {
+            EventType::Added | EventType::Modified => {
+                if let Some((uid, node)) = parse_node(event.rv, &event.object) {
+                    self.upsert(uid, node);
+                }
+            }
+            EventType::Deleted => {
+                if let Some((uid, _)) = parse_node(event.rv, &event.object) {
+                    self.remove(&uid);
+                }
+            }
+        }
+    }
+}
+
+/// The work queue between the graph and the workers: one entry per object, where a newer
+/// action replaces a queued one, and an object is never worked on by two workers at once (an
+/// action arriving meanwhile runs after the current one).
+#[derive(Debug, Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    notify: Notify,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    order: VecDeque<Uid>,
+    queued: HashMap<Uid, Work>,
+    active: HashSet<Uid>,
+    parked: HashMap<Uid, Work>,
+    /// Consecutive failures per object, for the retry delay.
+    failures: HashMap<Uid, u32>,
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, work: Work) {
+        let mut s = self.lock();
+        if s.active.contains(&work.uid) {
+            s.parked.insert(work.uid.clone(), work);
+            return;
+        }
+        let uid = work.uid.clone();
+        if s.queued.insert(uid.clone(), work).is_none() {
+            s.order.push_back(uid);
+        }
+        drop(s);
+        self.notify.notify_one();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+
+    /// The next work item, or `None` once the queue is closed.
+    async fn next(&self) -> Option<Work> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut s = self.lock();
+                if s.closed {
+                    return None;
+                }
+                if let Some(uid) = s.order.pop_front()
+                    && let Some(work) = s.queued.remove(&uid)
+                {
+                    s.active.insert(uid);
+                    let more = !s.order.is_empty();
+                    drop(s);
+                    if more {
+                        // Pass the wake-up on: another worker can take the next item.
+                        self.notify.notify_one();
+                    }
+                    return Some(work);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Records how the last action on `uid` went; returns the delay before retrying it when
+    /// it failed (exponential per object, reset by a success).
+    fn settle(&self, uid: &Uid, failed: bool) -> Duration {
+        let mut s = self.lock();
+        if !failed {
+            s.failures.remove(uid);
+            return Duration::ZERO;
+        }
+        let n = s.failures.entry(uid.clone()).or_default();
+        let delay = RETRY_MIN
+            .saturating_mul(2u32.saturating_pow((*n).min(31)))
+            .min(RETRY_MAX);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    /// Marks `uid` finished; an action that arrived meanwhile is queued.
+    fn done(&self, uid: &Uid) {
+        let mut s = self.lock();
+        s.active.remove(uid);
+        if let Some(work) = s.parked.remove(uid) {
+            drop(s);
+            self.push(work);
+        }
+    }
+}
+
+/// Runs the garbage collector until `stop` is cancelled.
+pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
+    let queue = Arc::new(Queue::default());
+    let (retry_tx, mut retry_rx) = mpsc::channel::<Uid>(1024);
+    let workers = TaskTracker::new();
+    for _ in 0..WORKERS {
+        workers.spawn(work(
+            registry.clone(),
+            queue.clone(),
+            retry_tx.clone(),
+            stop.clone(),
+        ));
+    }
+    drop(retry_tx);
+    'sync: loop {
+        let (mut graph, mut watcher) = match initial_graph(&registry) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "garbage collector could not list storage");
+                tokio::select! {
+                    () = stop.cancelled() => break 'sync,
+                    () = tokio::time::sleep(RELIST_AFTER) => continue 'sync,
+                }
+            }
+        };
+        hand_out(&registry, &mut graph, &queue);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break 'sync,
+                event = watcher.next() => {
+                    let mut event = event;
+                    let mut folded = 0;
+                    loop {
+                        match event {
+                            Ok(e) => graph.apply(&e),
+                            Err(StorageError::Expired { .. }) => {
+                                tracing::info!("garbage collector fell behind the history; rebuilding its graph");
+                                continue 'sync;
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "garbage collector watch failed");
+                                continue 'sync;
+                            }
+                        }
+                        folded += 1;
+                        if folded >= BATCH {
+                            break;
+                        }
+                        event = match watcher.try_next() {
+                            Ok(Some(e)) => Ok(e),
+                            Ok(None) => break,
+                            Err(e) => Err(e),
+                        };
+                    }
+                    hand_out(&registry, &mut graph, &queue);
+                }
+                Some(uid) = retry_rx.recv() => {
+                    if !graph.nodes.contains_key(&uid) {
+                        // Gone meanwhile: nothing left to retry, forget its failures.
+                        queue.settle(&uid, false);
+                    }
+                    graph.retry(uid);
+                    hand_out(&registry, &mut graph, &queue);
+                }
+            }
+        }
+    }
+    queue.close();
+    workers.close();
+    workers.wait().await;
+}
+
+/// Builds the graph from one consistent list of all of storage, and a watch from its revision.
+fn initial_graph(registry: &Registry) -> Result<(Graph, Watcher), StorageError> {
+    let page = registry
+        .store()
+        .list("/", &ListOptions::default(), &|_| true)?;
+    let mut graph = Graph::default();
+    for stored in page.items {
+        if let Some((uid, node)) = parse_node(stored.rv, &stored.bytes) {
+            graph.upsert(uid, node);
+        }
+    }
+    let watcher = registry.store().watch("/", page.rv)?;
+    Ok((graph, watcher))
+}
+
+/// Decides the marked objects and queues their work.
+fn hand_out(registry: &Registry, graph: &mut Graph, queue: &Queue) {
+    let catalog = registry.catalog();
+    let namespaced_kind = |group: &str, kind: &str| {
+        catalog
+            .resources()
+            .iter()
+            .find(|r| r.group == group && r.kind == kind)
+            .map(|r| r.namespaced)
+    };
+    for work in graph.drain_dirty(&namespaced_kind) {
+        queue.push(work);
+    }
+}
+
+/// The served resource of a kind (any served version: they share storage).
+fn resource_for(registry: &Registry, group: &str, kind: &str) -> Option<Arc<Resource>> {
+    registry
+        .catalog()
+        .resources()
+        .iter()
+        .find(|r| r.group == group && r.kind == kind)
+        .cloned()
+}
+
+/// A worker: carries out queued work until the queue closes.
+async fn work(
+    registry: Arc<Registry>,
+    queue: Arc<Queue>,
+    retry: mpsc::Sender<Uid>,
+    stop: CancellationToken,
+) {
+    while let Some(item) = queue.next().await {
+        let outcome = carry_out(&registry, &item).await;
+        queue.done(&item.uid);
+        match outcome {
+            // The object changed or went away: its watch event brings it back to the graph.
+            Ok(()) | Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {
+                queue.settle(&item.uid, false);
+            }
+            Err(e) => {
+                let delay = queue.settle(&item.uid, true);
+                tracing::warn!(kind = %item.kind, name = %item.name, action = ?item.action, error = %e, "garbage collector action failed; retrying");
+                let retry = retry.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = tokio::time::sleep(delay) => {
+                            let _ = retry.send(item.uid).await;
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Carries out one action through the registry's ordinary paths.
+async fn carry_out(registry: &Registry, item: &Work) -> Result<(), ApiError> {
+    let Some(res) = resource_for(registry, &item.group, &item.kind) else {
+        // No longer served (a removed custom resource): nothing to act through.
+        return Ok(());
+    };
+    let ns = item.namespace.as_deref();
+    let target = Target {
+        res: &res,
+        ns,
+        name: &item.name,
+        part: Part::Main,
+    };
+    let opts = crate::registry::rest::WriteOptions::default();
+    match &item.action {
+        Action::Delete(policy) => {
+            let opts = DeleteOptions {
+                preconditions: Preconditions {
+                    uid: Some(item.uid.to_string()),
+                    resource_version: Some(item.rv),
+                },
+                propagation_policy: Some(policy.as_str().to_string()),
+                ..DeleteOptions::default()
+            };
+            registry.delete(&res, ns, &item.name, &opts).await?;
+        }
+        Action::Strip(owners) => {
+            let mut produce = |cur: &Value| {
+                same_object(cur, item)?;
+                let mut next = cur.clone();
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    let refs: Vec<Value> = meta
+                        .get("ownerReferences")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter(|r| {
+                            !r.get("uid")
+                                .and_then(Value::as_str)
+                                .is_some_and(|u| owners.iter().any(|o| &**o == u))
+                        })
+                        .cloned()
+                        .collect();
+                    if refs.is_empty() {
+                        meta.remove("ownerReferences");
+                    } else {
+                        meta.insert("ownerReferences".into(), Value::Array(refs));
+                    }
+                }
+                Ok(next)
+            };
+            registry
+                .write_existing(target, None, &mut produce, &opts)
+                .await?;
+        }
+        Action::RemoveFinalizer(finalizer) => {
+            let mut produce = |cur: &Value| {
+                same_object(cur, item)?;
+                let mut next = cur.clone();
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    let left: Vec<Value> = meta
+                        .get("finalizers")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter(|f| f.as_str() != Some(finalizer))
+                        .cloned()
+                        .collect();
+                    if left.is_empty() {
+                        meta.remove("finalizers");
+                    } else {
+                        meta.insert("finalizers".into(), Value::Array(left));
+                    }
+                }
+                Ok(next)
+            };
+            registry
+                .write_existing(target, None, &mut produce, &opts)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Fails with a conflict unless `cur` is the object the work was decided for.
+fn same_object(cur: &Value, item: &Work) -> Result<(), ApiError> {
+    let uid = cur.pointer("/metadata/uid").and_then(Value::as_str);
+    if uid == Some(&*item.uid) {
+        return Ok(());
+    }
+    Err(ApiError::Conflict {
+        resource: crate::http::error::GroupResource {
+            group: item.group.clone(),
+            resource: String::new(),
+        },
+        name: item.name.clone(),
+        detail: "the object was replaced".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use serde_json::{Value, json};
+
+    use std::time::Duration;
+
+    use super::{Action, Graph, Policy, Queue, RETRY_MAX, RETRY_MIN, Work};
+    use crate::storage::{EventType, WatchEvent};
+
+    /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
+    fn namespaced_kind(_group: &str, kind: &str) -> Option<bool> {
+        match kind {
+            "ConfigMap" => Some(true),
+            "ClusterRole" => Some(false),
+            _ => None,
+        }
+    }
+
+    fn cm(uid: &str, ns: &str, owners: Value, finalizers: Value, deleting: bool) -> Value {
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": uid, "namespace": ns, "uid": uid,
+            "ownerReferences": owners, "finalizers": finalizers}});
+        if deleting {
+            obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        obj
+    }
+
+    fn owner(uid: &str, block: bool) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": uid, "uid": uid,
+               "blockOwnerDeletion": block})
+    }
+
+    fn event(graph: &mut Graph, rv: u64, kind: EventType, obj: &Value) {
+        let bytes = Bytes::from(serde_json::to_vec(obj).expect("json"));
+        graph.apply(&WatchEvent::new(rv, kind, Arc::from("/k"), bytes, None));
+    }
+
+    /// Decides every marked object; returns `(uid, action)` sorted by uid.
+    fn decisions(graph: &mut Graph) -> Vec<(String, Action)> {
+        let mut out: Vec<(String, Action)> = graph
+            .drain_dirty(&namespaced_kind)
+            .into_iter()
+            .map(|w| (w.uid.to_string(), w.action))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn strip(uids: &[&str]) -> Action {
+        Action::Strip(uids.iter().map(|u| Arc::from(*u)).collect())
+    }
+
+    #[test]
+    fn a_dependent_of_an_owner_that_never_existed_is_deleted() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("ghost", false)]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_solid_owner_keeps_its_dependent_until_it_is_deleted() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![]);
+        event(
+            &mut g,
+            3,
+            EventType::Deleted,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn only_dangling_references_are_stripped_when_a_solid_owner_remains() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        let owners = json!([owner("o", false), owner("ghost", false)]);
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", owners, json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["ghost"]))]);
+    }
+
+    #[test]
+    fn an_owner_in_another_namespace_counts_as_absent() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "a", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "b", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_naming_a_namespaced_owner_is_never_touched() {
+        let mut g = Graph::default();
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                          "metadata": {"name": "r", "uid": "r", "ownerReferences": [owner("ghost", false)]}});
+        event(&mut g, 1, EventType::Added, &role);
+        assert_eq!(decisions(&mut g), vec![]);
+    }
+
+    #[test]
+    fn a_reference_whose_name_or_kind_does_not_match_the_uid_is_dangling() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        let wrong = json!([{"apiVersion": "v1", "kind": "Secret", "name": "o", "uid": "o"}]);
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", wrong, json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("d".into(), Action::Delete(Policy::Background))]
+        );
+    }
+
+    #[test]
+    fn a_foreground_owner_waits_for_blocking_dependents_only() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm(
+                "blocking",
+                "ns",
+                json!([owner("o", true)]),
+                json!([]),
+                false,
+            ),
+        );
+        event(
+            &mut g,
+            3,
+            EventType::Added,
+            &cm("loose", "ns", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![]);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["foregroundDeletion"]), true),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![
+                ("blocking".into(), Action::Delete(Policy::Background)),
+                ("loose".into(), Action::Delete(Policy::Background)),
+            ]
+        );
+        event(
+            &mut g,
+            5,
+            EventType::Deleted,
+            &cm("loose", "ns", json!([owner("o", false)]), json!([]), false),
+        );
+        assert_eq!(decisions(&mut g), vec![], "a blocking dependent is left");
+        event(
+            &mut g,
+            6,
+            EventType::Deleted,
+            &cm(
+                "blocking",
+                "ns",
+                json!([owner("o", true)]),
+                json!([]),
+                false,
+            ),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("o".into(), Action::RemoveFinalizer("foregroundDeletion"))]
+        );
+    }
+
+    #[test]
+    fn a_dependent_with_its_own_dependents_is_deleted_in_the_foreground_too() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("mid", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        event(
+            &mut g,
+            3,
+            EventType::Added,
+            &cm("leaf", "ns", json!([owner("mid", true)]), json!([]), false),
+        );
+        decisions(&mut g);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["foregroundDeletion"]), true),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("mid".into(), Action::Delete(Policy::Foreground))]
+        );
+    }
+
+    #[test]
+    fn an_orphaning_owner_has_its_references_stripped_then_its_finalizer_removed() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!([]), false),
+        );
+        event(
+            &mut g,
+            2,
+            EventType::Added,
+            &cm("d", "ns", json!([owner("o", true)]), json!([]), false),
+        );
+        decisions(&mut g);
+        event(
+            &mut g,
+            3,
+            EventType::Modified,
+            &cm("o", "ns", json!([]), json!(["orphan"]), true),
+        );
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["o"]))]);
+        event(
+            &mut g,
+            4,
+            EventType::Modified,
+            &cm("d", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(
+            decisions(&mut g),
+            vec![("o".into(), Action::RemoveFinalizer("orphan"))]
+        );
+    }
+
+    #[test]
+    fn an_orphaning_owner_does_not_wait_for_a_dependent_held_by_its_own_finalizer() {
+        let mut g = Graph::default();
+        event(
+            &mut g,
+            1,
+            EventType::Added,
+            &cm("o", "ns", json!([]), json!(["orphan"]), true),
+        );
+        let held = cm(
+            "d",
+            "ns",
+            json!([owner("o", true)]),
+            json!(["example.com/x"]),
+            true,
+        );
+        event(&mut g, 2, EventType::Added, &held);
+        assert_eq!(decisions(&mut g), vec![("d".into(), strip(&["o"]))]);
+    }
+
+    #[test]
+    fn the_same_action_is_not_handed_out_twice_for_an_unchanged_object() {
+        let mut g = Graph::default();
+        let d = cm("d", "ns", json!([owner("ghost", false)]), json!([]), false);
+        event(&mut g, 1, EventType::Added, &d);
+        assert_eq!(decisions(&mut g).len(), 1);
+        g.dirty.insert(Arc::from("d"));
+        assert_eq!(decisions(&mut g), vec![]);
+        // A failed action is handed out again.
+        g.retry(Arc::from("d"));
+        assert_eq!(decisions(&mut g).len(), 1);
+        // An older event never replaces a newer state.
+        event(
+            &mut g,
+            0,
+            EventType::Modified,
+            &cm("d", "ns", json!([]), json!([]), false),
+        );
+        assert_eq!(g.nodes.get("d").map(|n| n.rv), Some(1));
+    }
+
+    #[test]
+    fn an_object_being_deleted_is_left_to_its_own_finalizers() {
+        let mut g = Graph::default();
+        let d = cm(
+            "d",
+            "ns",
+            json!([owner("ghost", false)]),
+            json!(["example.com/x"]),
+            true,
+        );
+        event(&mut g, 1, EventType::Added, &d);
+        assert_eq!(decisions(&mut g), vec![]);
+    }
+
+    fn work(uid: &str, action: Action) -> Work {
+        Work {
+            uid: Arc::from(uid),
+            rv: 1,
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: uid.into(),
+            action,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_queue_never_hands_one_object_to_two_workers_and_keeps_the_newest_action() {
+        let q = Queue::default();
+        q.push(work("a", Action::Delete(Policy::Background)));
+        q.push(work("a", Action::Delete(Policy::Foreground)));
+        q.push(work("b", Action::RemoveFinalizer("orphan")));
+        let first = q.next().await.expect("work");
+        assert_eq!(
+            (&*first.uid, &first.action),
+            ("a", &Action::Delete(Policy::Foreground)),
+            "the newer action replaced the queued one"
+        );
+        // Pushed while `a` is in progress: parked until it is done.
+        q.push(work("a", Action::Delete(Policy::Orphan)));
+        let second = q.next().await.expect("work");
+        assert_eq!(&*second.uid, "b");
+        assert!(q.lock().order.is_empty());
+        q.done(&first.uid);
+        let third = q.next().await.expect("work");
+        assert_eq!(
+            (&*third.uid, &third.action),
+            ("a", &Action::Delete(Policy::Orphan))
+        );
+        q.close();
+        assert!(q.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn objects_stored_before_the_collector_starts_are_judged_from_its_first_list() {
+        use crate::registry::Registry;
+        use crate::storage::{MemoryBackend, Storage, Store, StoreConfig};
+        let store = Store::open(Arc::new(MemoryBackend), StoreConfig::default()).expect("store");
+        let registry = Arc::new(Registry::new(store));
+        let put = |key: &'static str, obj: Value| {
+            let registry = registry.clone();
+            async move { registry.store().create(key, obj).await.expect("create") }
+        };
+        put(
+            "/core/configmaps/ns/o",
+            cm("o", "ns", json!([]), json!([]), false),
+        )
+        .await;
+        put(
+            "/core/configmaps/ns/kept",
+            cm("kept", "ns", json!([owner("o", true)]), json!([]), false),
+        )
+        .await;
+        put(
+            "/core/configmaps/ns/lost",
+            cm(
+                "lost",
+                "ns",
+                json!([owner("ghost", true)]),
+                json!([]),
+                false,
+            ),
+        )
+        .await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(super::run(registry.clone(), stop.clone()));
+        let gone = tokio::time::timeout(Duration::from_secs(10), async {
+            while registry.store().get("/core/configmaps/ns/lost").is_ok() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(
+            gone.is_ok(),
+            "the dependent of a missing owner was collected"
+        );
+        assert!(registry.store().get("/core/configmaps/ns/kept").is_ok());
+        stop.cancel();
+        task.await.expect("the collector stops");
+    }
+
+    #[test]
+    fn retry_delays_double_per_failure_up_to_the_cap_and_reset_on_success() {
+        let q = Queue::default();
+        let uid: Arc<str> = Arc::from("a");
+        let delays: Vec<Duration> = (0..3).map(|_| q.settle(&uid, true)).collect();
+        assert_eq!(delays, [RETRY_MIN, RETRY_MIN * 2, RETRY_MIN * 4]);
+        for _ in 0..60 {
+            assert!(q.settle(&uid, true) <= RETRY_MAX);
+        }
+        assert_eq!(q.settle(&uid, true), RETRY_MAX);
+        q.settle(&uid, false);
+        assert_eq!(q.settle(&uid, true), RETRY_MIN);
+    }
+}
