@@ -107,6 +107,11 @@ pub trait Strategy: Send + Sync + 'static {
     fn returns_object_on_delete(&self) -> bool {
         false
     }
+
+    /// The structural schema of the served version, for custom resources (apply uses its list types).
+    fn structural_schema(&self) -> Option<std::sync::Arc<crate::schema::Structural>> {
+        None
+    }
 }
 
 /// Reads a dotted path (`spec.nodeName`) as a string; numbers and booleans as their text.
