@@ -464,7 +464,14 @@ fn default_field_manager(opts: &mut WriteOptions, headers: &HeaderMap) {
     opts.field_manager = headers
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
-        .map(|ua| ua.split('/').next().unwrap_or(ua).chars().take(128).collect::<String>())
+        .map(|ua| {
+            ua.split('/')
+                .next()
+                .unwrap_or(ua)
+                .chars()
+                .take(128)
+                .collect::<String>()
+        })
         .filter(|m| !m.is_empty());
 }
 

@@ -29,8 +29,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use super::fields::{
-    FieldSet, ManagedEntry, Operation, decode_managed, encode_managed, field_element,
-    key_element, value_element,
+    FieldSet, ManagedEntry, Operation, decode_managed, encode_managed, field_element, key_element,
+    value_element,
 };
 use super::strategic::{ListStrategy, list_strategy};
 use crate::http::error::ApiError;
@@ -143,9 +143,9 @@ impl<'a> Cursor<'a> {
 
     fn atomic_object(&self) -> bool {
         match self {
-            Cursor::Builtin { kind, path } => ATOMIC_OBJECTS
-                .iter()
-                .any(|(k, p)| k == kind && p == path),
+            Cursor::Builtin { kind, path } => {
+                ATOMIC_OBJECTS.iter().any(|(k, p)| k == kind && p == path)
+            }
             Cursor::Custom { .. } => false,
         }
     }
@@ -528,8 +528,7 @@ fn diff(
                 }
                 (Value::Array(oa), Value::Array(na)) => {
                     let lt = cur.list_type();
-                    if let (Some(oe), Some(ne)) = (item_elements(oa, &lt), item_elements(na, &lt))
-                    {
+                    if let (Some(oe), Some(ne)) = (item_elements(oa, &lt), item_elements(na, &lt)) {
                         let item_cur = cur.item();
                         for (oi, e) in oa.iter().zip(&oe) {
                             let ni = ne.iter().position(|x| x == e).map(|j| &na[j]);
@@ -906,7 +905,11 @@ mod tests {
         )
         .expect("forced");
         assert_eq!(forced["data"]["a"], "2");
-        assert_eq!(fields_of(&forced, "m1"), Value::Null, "m1 owns nothing left");
+        assert_eq!(
+            fields_of(&forced, "m1"),
+            Value::Null,
+            "m1 owns nothing left"
+        );
         assert_eq!(fields_of(&forced, "m2"), json!({"f:data": {"f:a": {}}}));
     }
 
@@ -937,10 +940,7 @@ mod tests {
                 .find(|e| e.manager == m)
                 .map(|e| e.fields.to_fields_v1())
         };
-        assert_eq!(
-            by("creator"),
-            Some(json!({"f:data": {".": {}, "f:b": {}}}))
-        );
+        assert_eq!(by("creator"), Some(json!({"f:data": {".": {}, "f:b": {}}})));
         assert_eq!(by("editor"), Some(json!({"f:data": {"f:a": {}}})));
     }
 

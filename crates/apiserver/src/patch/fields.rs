@@ -366,7 +366,9 @@ pub fn encode_managed(entries: &mut Vec<ManagedEntry>) -> Option<Value> {
             .then_with(|| a.api_version.cmp(&b.api_version))
             .then_with(|| a.subresource.cmp(&b.subresource))
     });
-    Some(Value::Array(entries.iter().map(ManagedEntry::to_json).collect()))
+    Some(Value::Array(
+        entries.iter().map(ManagedEntry::to_json).collect(),
+    ))
 }
 
 #[cfg(test)]

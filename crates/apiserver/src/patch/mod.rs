@@ -111,14 +111,12 @@ impl Patch {
             }
             // The strategic merge table knows kinds by their bare name (`Deployment`), not
             // qualified by group (`Deployment.apps`).
-            Patch::Strategic(p) => strategic::strategic_merge(
-                kind.split('.').next().unwrap_or(kind),
-                current,
-                p,
-            )
-            .map_err(|e| {
-                ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))
-            }),
+            Patch::Strategic(p) => {
+                strategic::strategic_merge(kind.split('.').next().unwrap_or(kind), current, p)
+                    .map_err(|e| {
+                        ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))
+                    })
+            }
         }
     }
 }

@@ -665,10 +665,7 @@ impl Registry {
         // The object may be created or deleted between the look and the write: look again.
         for _ in 0..3 {
             let mut warnings = Vec::new();
-            let exists = !matches!(
-                self.storage().get(&key),
-                Err(StorageError::NotFound { .. })
-            );
+            let exists = !matches!(self.storage().get(&key), Err(StorageError::NotFound { .. }));
             let result = if exists {
                 let mut produce = |current: &Value| -> Result<Value, ApiError> {
                     check_uid_unchanged(res, name, &config, current)?;
@@ -1166,9 +1163,8 @@ fn apply_config(
     }
     if let Some(map) = config.as_object_mut() {
         match part {
-            Part::Status => map.retain(|k, _| {
-                matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
-            }),
+            Part::Status => map
+                .retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")),
             Part::Main if res.subresources.status => {
                 map.remove("status");
             }
@@ -1177,7 +1173,9 @@ fn apply_config(
         if part == Part::Status
             && let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut)
         {
-            meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "uid" | "resourceVersion"));
+            meta.retain(|k, _| {
+                matches!(k.as_str(), "name" | "namespace" | "uid" | "resourceVersion")
+            });
         }
     }
     Ok(config)
