@@ -442,10 +442,10 @@ fn prune(obj: &mut Value, remove: &FieldSet, owned: Option<&FieldSet>) {
                 };
                 if drop_whole {
                     m.remove(name);
-                } else if let Some(child) = m.get_mut(name) {
-                    if prune_child(child, r, o, keep_empty) {
-                        m.remove(name);
-                    }
+                } else if let Some(child) = m.get_mut(name)
+                    && prune_child(child, r, o, keep_empty)
+                {
+                    m.remove(name);
                 }
             }
             Value::Array(a) => {
