@@ -287,3 +287,32 @@ async fn kubectl_client_side_apply_of_a_changed_deployment_updates_the_image() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_moves_a_client_side_applied_object_to_server_side_apply_without_conflicts() {
+    within(async {
+        let Some(program) = kubectl_or_skip() else {
+            return;
+        };
+        let env = tls_env().await;
+        let kubectl = Kubectl::new(program, &env);
+        let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+        let first = kubectl.file("cm.yaml", CM);
+        assert_eq!(
+            kubectl.ok(&["apply", "-f", &first]).await,
+            "configmap/demo created\n"
+        );
+        // kubectl rewrites the client-side apply entry into its own Apply entry first (a
+        // managedFields patch the server honours), so the changed value is no conflict.
+        let changed = kubectl.file(
+            "cm2.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  a: \"5\"\n  b: \"2\"\n",
+        );
+        let out = kubectl.run(&["apply", "--server-side", "-f", &changed]).await;
+        assert!(out.status.success(), "{out:?}");
+        let stored = serde_json::to_value(api.get("demo").await.expect("get")).expect("json");
+        assert_eq!(stored["data"]["a"], "5");
+        assert_eq!(owners_of_data_key(&stored, "a"), ["kubectl"]);
+    })
+    .await;
+}

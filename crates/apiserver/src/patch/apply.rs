@@ -616,22 +616,34 @@ pub(crate) fn apply(
     let cmp = compare(live.as_ref(), &new, p.lists);
     let mut touched = cmp.modified;
     touched.union(&cmp.added);
-    let mut conflicts = Vec::new();
-    for (i, e) in managers.iter_mut().enumerate() {
-        if Some(i) == mine {
-            continue;
+    let taken: Vec<(usize, FieldSet)> = managers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != mine)
+        .map(|(i, e)| (i, e.fields.intersection(&touched)))
+        .filter(|(_, t)| !t.is_empty())
+        .collect();
+    if !p.force && !taken.is_empty() {
+        // kubectl moving an object from client-side to server-side apply may take the fields
+        // its last-applied annotation names without forcing, as Kubernetes allows.
+        let allowed = (p.manager == KUBECTL)
+            .then(|| last_applied_fields(live.as_ref(), p.lists))
+            .flatten();
+        let mut conflicts = Vec::new();
+        for (i, t) in &taken {
+            let blocked = match &allowed {
+                Some(a) => t.difference(a),
+                None => t.clone(),
+            };
+            let who = managers[*i].describe();
+            conflicts.extend(blocked.paths().into_iter().map(|path| (who.clone(), path)));
         }
-        let taken = e.fields.intersection(&touched);
-        if taken.is_empty() {
-            continue;
-        }
-        conflicts.extend(taken.paths().into_iter().map(|path| (e.describe(), path)));
-        if p.force {
-            e.fields = e.fields.difference(&taken);
+        if !conflicts.is_empty() {
+            return Err(conflict_error(conflicts));
         }
     }
-    if !conflicts.is_empty() && !p.force {
-        return Err(conflict_error(conflicts));
+    for (i, t) in &taken {
+        managers[*i].fields = managers[*i].fields.difference(t);
     }
     if !cmp.removed.is_empty() {
         for (i, e) in managers.iter_mut().enumerate() {
@@ -656,22 +668,16 @@ pub(crate) fn apply(
     Ok(new)
 }
 
-/// The bookkeeping of a non-apply write by `manager`: returns `new`'s managedFields entries
-/// (the writer's without a time). `reset` starts from no entries (the client sent
-/// `managedFields: []`).
+/// The bookkeeping of a non-apply write by `manager` from `old` to `new`, starting from the
+/// entries `base` (the stored ones, or what the client sent): returns `new`'s managedFields
+/// entries (the writer's without a time).
 pub(crate) fn track_update(
+    mut managers: Vec<ManagedEntry>,
     old: Option<&Value>,
     new: &Value,
-    manager: &str,
-    api_version: &str,
-    subresource: &str,
+    (manager, api_version, subresource): (&str, &str, &str),
     lists: Lists<'_>,
-    reset: bool,
 ) -> Vec<ManagedEntry> {
-    let mut managers = match old {
-        Some(old) if !reset => decode_managed(old),
-        _ => Vec::new(),
-    };
     let cmp = compare(old, new, lists);
     let mut touched = cmp.modified;
     touched.union(&cmp.added);
@@ -728,6 +734,20 @@ pub(crate) fn settle_times(
             e.time = Some(now.to_string());
         }
     }
+}
+
+/// kubectl's manager name for `apply --server-side`.
+const KUBECTL: &str = "kubectl";
+
+/// The fields of the object in `live`'s `kubectl.kubernetes.io/last-applied-configuration`
+/// annotation (what client-side `kubectl apply` last sent), if there is one.
+fn last_applied_fields(live: Option<&Value>, lists: Lists<'_>) -> Option<FieldSet> {
+    let text = live?
+        .pointer("/metadata/annotations")?
+        .get("kubectl.kubernetes.io/last-applied-configuration")?
+        .as_str()?;
+    let obj: Value = serde_json::from_str(text).ok()?;
+    Some(field_set(&obj, lists))
 }
 
 /// Stores `entries` as `obj`'s managedFields (removing the field when none owns anything).
@@ -929,11 +949,17 @@ mod tests {
     #[test]
     fn updates_take_changed_fields_from_other_managers() {
         let old = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
-        let entries = track_update(None, &old, "creator", "v1", "", CONFIGMAP, false);
+        let entries = track_update(Vec::new(), None, &old, ("creator", "v1", ""), CONFIGMAP);
         let mut old = old;
         put_managed(&mut old, &mut entries.clone());
         let new = json!({"metadata": {"name": "c"}, "data": {"a": "9", "b": "2"}});
-        let entries = track_update(Some(&old), &new, "editor", "v1", "", CONFIGMAP, false);
+        let entries = track_update(
+            decode_managed(&old),
+            Some(&old),
+            &new,
+            ("editor", "v1", ""),
+            CONFIGMAP,
+        );
         let by = |m: &str| {
             entries
                 .iter()

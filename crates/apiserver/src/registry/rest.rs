@@ -490,7 +490,7 @@ impl Registry {
                 meta.insert("generation".into(), json!(1));
             }
         }
-        record_ownership(res, Part::Main, None, &mut obj, applied, false, opts);
+        record_ownership(res, Part::Main, None, &mut obj, applied, None, opts);
         if opts.dry_run {
             if self.storage().get(&res.key(ns, &name)).is_ok() {
                 return Err(ApiError::AlreadyExists {
@@ -821,14 +821,20 @@ impl Registry {
         (opts, mode): (&WriteOptions, WriteMode),
     ) -> Result<Value, ApiError> {
         let mut new = produce(old)?;
-        // An apply worked out the managedFields; any other write sending `managedFields: []`
-        // clears them before its own fields are recorded.
+        // An apply worked out the managedFields. Another write to the main resource may send
+        // its own: `[]` clears the record, readable entries replace it (kubectl rewrites them
+        // when it moves an object from client-side to server-side apply); otherwise the
+        // stored ones stay.
         let applied = (mode == WriteMode::Apply).then(|| decode_managed(&new));
-        let reset = mode == WriteMode::Update
-            && new
-                .pointer("/metadata/managedFields")
-                .and_then(Value::as_array)
-                .is_some_and(Vec::is_empty);
+        let sent = match new
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+        {
+            _ if mode == WriteMode::Apply || part == Part::Status => None,
+            Some(entries) if entries.is_empty() => Some(Vec::new()),
+            Some(_) => Some(decode_managed(&new)).filter(|e| !e.is_empty()),
+            None => None,
+        };
         let old_rv = resource_version_of(old);
         let new_rv =
             match meta_str(&new, "resourceVersion") {
@@ -959,7 +965,7 @@ impl Registry {
                 .unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
-        record_ownership(res, part, Some(old), &mut new, applied, reset, opts);
+        record_ownership(res, part, Some(old), &mut new, applied, sent, opts);
         Ok(new)
     }
 
@@ -1205,15 +1211,16 @@ pub(crate) fn check_uid_unchanged(
 }
 
 /// Sets `new`'s managedFields: `applied` (an apply's entries) or the bookkeeping of an update
-/// by the write's field manager, the writer's entry timed `now` unless nothing changed. A
-/// write without a field manager (the server's own) leaves them as they are.
+/// by the write's field manager over `sent` (entries the client sent) or the stored entries,
+/// the writer's entry timed `now` unless nothing changed. A write without a field manager
+/// (the server's own) leaves them as they are.
 fn record_ownership(
     res: &Resource,
     part: Part,
     old: Option<&Value>,
     new: &mut Value,
     applied: Option<Vec<ManagedEntry>>,
-    reset: bool,
+    sent: Option<Vec<ManagedEntry>>,
     opts: &WriteOptions,
 ) {
     let Some(manager) = opts.field_manager.as_deref() else {
@@ -1229,18 +1236,15 @@ fn record_ownership(
         .map_or(Lists::Builtin(&res.kind), Lists::Custom);
     let (mut entries, operation) = match applied {
         Some(entries) => (entries, Operation::Apply),
-        None => (
-            track_update(
-                old,
-                new,
-                manager,
-                &res.api_version(),
-                subresource,
-                lists,
-                reset,
-            ),
-            Operation::Update,
-        ),
+        None => {
+            let base = sent.unwrap_or_else(|| old.map(decode_managed).unwrap_or_default());
+            let api_version = res.api_version();
+            let writer = (manager, api_version.as_str(), subresource);
+            (
+                track_update(base, old, new, writer, lists),
+                Operation::Update,
+            )
+        }
     };
     let old_entries = old.map(decode_managed).unwrap_or_default();
     let changed = old.is_none_or(|o| !same_ignoring_managed_fields(o, new));
