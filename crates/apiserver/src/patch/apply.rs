@@ -983,6 +983,85 @@ mod tests {
         );
     }
 
+    fn deployment_params(manager: &'static str) -> ApplyParams<'static> {
+        ApplyParams {
+            lists: DEPLOYMENT,
+            api_version: "apps/v1",
+            ..params(manager, false)
+        }
+    }
+
+    fn containers(c: Value) -> Value {
+        json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": c}}}})
+    }
+
+    #[test]
+    fn a_list_item_stays_while_another_manager_owns_something_inside_it() {
+        let first = run(
+            None,
+            containers(json!([{"name": "a", "image": "i"}])),
+            &deployment_params("m1"),
+        )
+        .expect("m1");
+        let second = run(
+            Some(&first),
+            containers(json!([{"name": "a", "env": [{"name": "X", "value": "1"}]}])),
+            &deployment_params("m2"),
+        )
+        .expect("m2 adds env to the same container");
+        let third = run(
+            Some(&second),
+            json!({"metadata": {"name": "d"}}),
+            &deployment_params("m1"),
+        )
+        .expect("m1 gives the container up");
+        assert_eq!(
+            third["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "a", "env": [{"name": "X", "value": "1"}]}]),
+            "the image (m1's alone) goes, the container (shared) and env (m2's) stay"
+        );
+    }
+
+    #[test]
+    fn finalizers_are_a_set_each_manager_owning_its_values() {
+        let with = |f: Value| json!({"metadata": {"name": "c", "finalizers": f}});
+        let first = run(None, with(json!(["example.com/a"])), &params("m1", false)).expect("m1");
+        let second = run(
+            Some(&first),
+            with(json!(["example.com/b"])),
+            &params("m2", false),
+        )
+        .expect("m2");
+        assert_eq!(
+            second["metadata"]["finalizers"],
+            json!(["example.com/a", "example.com/b"])
+        );
+        assert_eq!(
+            fields_of(&second, "m2"),
+            json!({"f:metadata": {"f:finalizers": {"v:\"example.com/b\"": {}}}})
+        );
+        let third = run(Some(&second), with(json!([])), &params("m1", false)).expect("m1");
+        assert_eq!(third["metadata"]["finalizers"], json!(["example.com/b"]));
+    }
+
+    #[test]
+    fn fields_the_decoder_drops_are_not_owned() {
+        let drop_bogus = &mut |mut v: Value| {
+            if let Some(d) = v.get_mut("data").and_then(Value::as_object_mut) {
+                d.remove("bogus");
+            }
+            Ok(v)
+        };
+        let out = apply(
+            None,
+            &json!({"metadata": {"name": "c"}, "data": {"a": "1", "bogus": "x"}}),
+            &params("m1", false),
+            drop_bogus,
+        )
+        .expect("applies");
+        assert_eq!(fields_of(&out, "m1"), json!({"f:data": {"f:a": {}}}));
+    }
+
     #[test]
     fn unchanged_objects_keep_the_writers_time() {
         let old = vec![ManagedEntry {
