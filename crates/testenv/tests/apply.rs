@@ -605,3 +605,77 @@ async fn custom_resource_lists_of_type_map_merge_per_key() {
         json!({"f:spec": {"f:ports": {"k:{\"name\":\"https\"}": {".": {}, "f:name": {}, "f:port": {}}}}})
     );
 }
+
+#[tokio::test]
+async fn an_applied_object_gets_defaults_that_nobody_owns() {
+    let env = TestEnv::start().await.expect("start");
+    let api: Api<Deployment> = Api::default_namespaced(env.client());
+    let out = api
+        .patch(
+            "d",
+            &PatchParams::apply("m1"),
+            &Patch::Apply(deployment(json!([{"name": "a", "image": "a:1"}]))),
+        )
+        .await
+        .expect("apply");
+    let spec = out.spec.clone().expect("a spec");
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.revision_history_limit, Some(10));
+    assert_eq!(
+        spec.strategy.and_then(|s| s.type_).as_deref(),
+        Some("RollingUpdate")
+    );
+    let out = serde_json::to_value(out).expect("json");
+    let owned = &entry(&out, "m1").expect("m1")["fieldsV1"]["f:spec"];
+    assert!(owned.get("f:replicas").is_none(), "{owned}");
+    assert!(owned.get("f:strategy").is_none(), "{owned}");
+    // Re-applying the same intent leaves the defaults alone and writes nothing.
+    let again = api
+        .patch(
+            "d",
+            &PatchParams::apply("m1"),
+            &Patch::Apply(deployment(json!([{"name": "a", "image": "a:1"}]))),
+        )
+        .await
+        .expect("apply again");
+    assert_eq!(
+        again.metadata.resource_version.as_deref(),
+        out["metadata"]["resourceVersion"].as_str()
+    );
+}
+
+#[tokio::test]
+async fn strict_field_validation_refuses_unknown_fields_in_an_apply_and_dry_run_writes_nothing() {
+    let env = TestEnv::start().await.expect("start");
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                      "data": {"a": "1"}, "bogus": true})
+    .to_string();
+    let a = send(
+        &env,
+        Method::PATCH,
+        &format!("{CMS}/c?fieldManager=m1&fieldValidation=Strict"),
+        "application/apply-patch+yaml",
+        &body,
+    )
+    .await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert!(
+        a.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field \"bogus\"")),
+        "{}",
+        a.body
+    );
+    let a = send(
+        &env,
+        Method::PATCH,
+        &format!("{CMS}/c?fieldManager=m1&dryRun=All"),
+        "application/apply-patch+yaml",
+        &cm(json!({"a": "1"})).to_string(),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(a.body["data"], json!({"a": "1"}));
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    assert!(api.get_opt("c").await.expect("get").is_none());
+}
