@@ -63,7 +63,7 @@ const ATOMIC_OBJECTS: &[(&str, &str)] = &[
 
 /// Where the list types of a kind come from.
 #[derive(Clone, Copy, Debug)]
-pub enum Lists<'a> {
+pub(crate) enum Lists<'a> {
     /// A kind without a structural schema (the built-ins): the strategic merge table, by
     /// bare kind name (`Deployment`).
     Builtin(&'a str),
@@ -481,11 +481,11 @@ fn is_empty_container(v: &Value) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Comparison {
     /// Paths present only in the new object.
-    pub added: FieldSet,
+    pub(crate) added: FieldSet,
     /// Scalars and atomic values present in both with different values.
-    pub modified: FieldSet,
+    pub(crate) modified: FieldSet,
     /// Paths present only in the old object.
-    pub removed: FieldSet,
+    pub(crate) removed: FieldSet,
 }
 
 /// Compares two versions of an object (`None`: there was none), ignoring what nobody owns.
@@ -561,15 +561,15 @@ fn diff(
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ApplyParams<'a> {
     /// The field manager (required for apply).
-    pub manager: &'a str,
+    pub(crate) manager: &'a str,
     /// `force=true`: take fields from their owners instead of failing.
-    pub force: bool,
+    pub(crate) force: bool,
     /// The apiVersion of the endpoint.
-    pub api_version: &'a str,
+    pub(crate) api_version: &'a str,
     /// `status` for applies through `/status`; empty otherwise.
-    pub subresource: &'a str,
+    pub(crate) subresource: &'a str,
     /// The kind's list types.
-    pub lists: Lists<'a>,
+    pub(crate) lists: Lists<'a>,
 }
 
 /// Applies `config` (the manager's intent, already restricted to the addressed part) to

@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 /// A set of field paths, as a tree of `fieldsV1` path elements.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FieldSet {
+pub(crate) struct FieldSet {
     member: bool,
     children: BTreeMap<String, FieldSet>,
 }
@@ -52,12 +52,12 @@ pub(crate) fn value_element(v: &Value) -> String {
 
 impl FieldSet {
     /// The empty set.
-    pub fn new() -> FieldSet {
+    pub(crate) fn new() -> FieldSet {
         FieldSet::default()
     }
 
     /// Whether the set has no member.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.member && self.children.is_empty()
     }
 
@@ -116,7 +116,7 @@ impl FieldSet {
     }
 
     /// Adds every member of `other`.
-    pub fn union(&mut self, other: &FieldSet) {
+    pub(crate) fn union(&mut self, other: &FieldSet) {
         self.member |= other.member;
         for (k, c) in &other.children {
             match self.children.get_mut(k) {
@@ -129,7 +129,7 @@ impl FieldSet {
     }
 
     /// The members of `self` that are not members of `other`.
-    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn difference(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet {
             member: self.member && !other.member,
             children: BTreeMap::new(),
@@ -147,7 +147,7 @@ impl FieldSet {
     }
 
     /// The members of both sets.
-    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn intersection(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet {
             member: self.member && other.member,
             children: BTreeMap::new(),
@@ -165,7 +165,7 @@ impl FieldSet {
 
     /// Every member as a path in Kubernetes' notation (`.spec.containers[name="c"].image`):
     /// at each level the members first, then what lies below, each in element order.
-    pub fn paths(&self) -> Vec<String> {
+    pub(crate) fn paths(&self) -> Vec<String> {
         let mut out = Vec::new();
         self.collect_paths(&mut String::new(), &mut out);
         out
@@ -190,7 +190,7 @@ impl FieldSet {
     }
 
     /// The set in `fieldsV1` form.
-    pub fn to_fields_v1(&self) -> Value {
+    pub(crate) fn to_fields_v1(&self) -> Value {
         let mut map = Map::new();
         if self.member && !self.children.is_empty() {
             map.insert(".".into(), json!({}));
@@ -202,7 +202,7 @@ impl FieldSet {
     }
 
     /// Reads a `fieldsV1` value; anything that is not an object reads as the empty set.
-    pub fn from_fields_v1(v: &Value) -> FieldSet {
+    pub(crate) fn from_fields_v1(v: &Value) -> FieldSet {
         let mut out = FieldSet::new();
         if let Value::Object(map) = v {
             for (k, c) in map {
@@ -253,7 +253,7 @@ fn push_display(out: &mut String, element: &str) {
 
 /// The operation a managedFields entry records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Operation {
+pub(crate) enum Operation {
     /// A server-side apply.
     Apply,
     /// Any other write (create, update, non-apply patch).
@@ -271,31 +271,31 @@ impl Operation {
 
 /// One element of `metadata.managedFields`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ManagedEntry {
+pub(crate) struct ManagedEntry {
     /// The field manager.
-    pub manager: String,
+    pub(crate) manager: String,
     /// How it wrote.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// The apiVersion it wrote with.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// When its fields last changed (RFC 3339, seconds); `None` until the write settles it.
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
     /// `status` (or another subresource) for writes through a subresource; empty otherwise.
-    pub subresource: String,
+    pub(crate) subresource: String,
     /// The fields it owns.
-    pub fields: FieldSet,
+    pub(crate) fields: FieldSet,
 }
 
 impl ManagedEntry {
     /// Whether this entry belongs to `manager` writing with `operation` through `subresource`
     /// (Kubernetes keeps one entry per such triple).
-    pub fn is(&self, manager: &str, operation: Operation, subresource: &str) -> bool {
+    pub(crate) fn is(&self, manager: &str, operation: Operation, subresource: &str) -> bool {
         self.manager == manager && self.operation == operation && self.subresource == subresource
     }
 
     /// The manager as conflict messages name it: `"m"`, `"m" with subresource "status"`,
     /// `"m" using apps/v1` for Update managers.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = json!(self.manager).to_string();
         if !self.subresource.is_empty() {
             let _ = write!(s, " with subresource {}", json!(self.subresource));
@@ -344,7 +344,7 @@ impl ManagedEntry {
 }
 
 /// The managedFields entries of `obj` (entries that cannot be read are skipped).
-pub fn decode_managed(obj: &Value) -> Vec<ManagedEntry> {
+pub(crate) fn decode_managed(obj: &Value) -> Vec<ManagedEntry> {
     obj.pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(ManagedEntry::from_json).collect())
@@ -353,7 +353,7 @@ pub fn decode_managed(obj: &Value) -> Vec<ManagedEntry> {
 
 /// Drops entries that own nothing, sorts the rest as Kubernetes does and encodes them; `None`
 /// when no entry is left (the field is then omitted).
-pub fn encode_managed(entries: &mut Vec<ManagedEntry>) -> Option<Value> {
+pub(crate) fn encode_managed(entries: &mut Vec<ManagedEntry>) -> Option<Value> {
     entries.retain(|e| !e.fields.is_empty());
     if entries.is_empty() {
         return None;

@@ -3,11 +3,11 @@
 //!
 //! [`Patch::apply`] turns the current object and a patch document into the patched object; the
 //! registry then treats the result like the body of an update. Server-side apply and the
-//! `managedFields` bookkeeping of every write are in [`apply`], over the field sets of
-//! [`fields`].
+//! `managedFields` bookkeeping of every write are in `apply`, over the field sets of
+//! `fields`.
 
-pub mod apply;
-pub mod fields;
+pub(crate) mod apply;
+pub(crate) mod fields;
 pub(crate) mod strategic;
 
 use serde_json::Value;
