@@ -10,6 +10,8 @@
 //! can be read from /proc and the load generator does not share their runtime. Only
 //! `TestEnv::start()` runs in this process, because that is what it is for.
 
+#[allow(dead_code)] // wired to `--suite apply` by the lead
+mod apply;
 mod clients;
 #[allow(dead_code)] // wired to `--suite` by the lead
 mod crd;

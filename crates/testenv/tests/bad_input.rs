@@ -335,7 +335,8 @@ async fn duplicates_name_mismatches_and_immutable_fields_are_refused() {
         br#"{"metadata":{"uid":"other"}}"#.to_vec(),
     )
     .await;
-    assert_status(&a, 409, "Conflict");
+    // A patch carries no uid precondition (a PUT does): the changed uid fails validation.
+    assert_status(&a, 422, "Invalid");
     let a = send(
         &env,
         Method::PATCH,

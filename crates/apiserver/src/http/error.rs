@@ -98,6 +98,14 @@ pub enum ApiError {
         /// Why.
         detail: String,
     },
+    /// 409 Conflict of a server-side apply: fields other managers own (`details.causes` only).
+    #[error("{message}")]
+    ApplyConflict {
+        /// `Apply failed with N conflict(s): …`.
+        message: String,
+        /// One `FieldManagerConflict` cause per field.
+        causes: Vec<Value>,
+    },
     /// 410 Expired.
     #[error("{message}")]
     Expired {
@@ -177,7 +185,9 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoSuchPath => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Expired { .. } => StatusCode::GONE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -198,7 +208,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Expired { .. } => "Expired",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType { .. } => "UnsupportedMediaType",
@@ -272,6 +282,7 @@ impl ApiError {
                 "retryAfterSeconds": 1
             })),
             ApiError::Internal(msg) => Some(json!({"causes": [{"message": msg}]})),
+            ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes})),
             _ => None,
         }
     }

@@ -283,7 +283,8 @@ mod tests {
     async fn force_is_judged_after_the_patch_type() {
         let server = ApiServer::start(Config::default()).await.expect("start");
         let router = server.router();
-        // kubectl `apply --server-side` always sends `force`; its patch type decides the answer.
+        // kubectl `apply --server-side` always sends `force`; its patch type decides the answer
+        // (here the apply body lacks apiVersion and kind: 400, not the 422 about `force`).
         assert_eq!(
             patch_status(
                 &router,
@@ -291,7 +292,7 @@ mod tests {
                 "fieldManager=kubectl&force=false"
             )
             .await,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE
+            StatusCode::BAD_REQUEST
         );
         assert_eq!(
             patch_status(&router, "application/merge-patch+json", "force=true").await,

@@ -297,7 +297,8 @@ async fn resource(
                     return Err(ApiError::NoSuchPath);
                 }
                 let shape = negotiate::object_shape(headers)?;
-                let opts = write_options(&q)?;
+                let mut opts = write_options(&q)?;
+                default_field_manager(&mut opts, headers);
                 let bytes = read_body(body).await?;
                 let obj = decode_object(headers, &bytes)?;
                 let reply = app.registry.create(&res, ns, obj, &opts).await?;
@@ -367,14 +368,15 @@ async fn object(
             object_response(StatusCode::OK, bytes, res, shape, q)
         }
         Method::PUT => {
-            let opts = write_options(q)?;
+            let mut opts = write_options(q)?;
+            default_field_manager(&mut opts, headers);
             let bytes = read_body(body).await?;
             let obj = decode_object(headers, &bytes)?;
             let reply = app.registry.update(res, ns, name, part, obj, &opts).await?;
             reply_response(reply, res, shape, q)
         }
         Method::PATCH => {
-            let opts = write_options(q)?;
+            let mut opts = write_options(q)?;
             // The content type first: kubectl `apply --server-side` always sends `force`, and
             // an apply patch must get the 415 for its type, not a complaint about `force`.
             // Custom resources (they have a structural schema) take no strategic merge patch.
@@ -391,6 +393,10 @@ async fn object(
                     )],
                 ));
             }
+            if ty == negotiate::BodyType::ApplyPatch {
+                return apply_object(app, res, (ns, name, part), body, q, &opts, shape).await;
+            }
+            default_field_manager(&mut opts, headers);
             let bytes = read_body(body).await?;
             let patch = Patch::parse(ty, &bytes, builtin)?;
             let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
@@ -414,6 +420,71 @@ async fn object(
     }
 }
 
+/// Server-side apply: `fieldManager` is required (the User-Agent does not stand in for it);
+/// the body is YAML or JSON.
+async fn apply_object(
+    app: &Arc<App>,
+    res: &Arc<Resource>,
+    (ns, name, part): (Option<&str>, &str, Part),
+    body: Body,
+    q: &Query,
+    opts: &WriteOptions,
+    shape: Shape,
+) -> Result<Response, ApiError> {
+    if opts.field_manager.as_deref().is_none_or(str::is_empty) {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![crate::registry::validation::FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            )],
+        ));
+    }
+    let force = match q.get("force").map(String::as_str) {
+        None | Some("") | Some("false") | Some("False") | Some("0") => false,
+        Some("true") | Some("True") | Some("1") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "invalid value for force: {other:?}"
+            )));
+        }
+    };
+    let bytes = read_body(body).await?;
+    let config: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => serde_saphyr::from_slice::<Value>(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?,
+    };
+    let target = WriteTarget {
+        res,
+        ns,
+        name,
+        part,
+    };
+    let reply = app.registry.apply(target, config, force, opts).await?;
+    reply_response(reply, res, shape, q)
+}
+
+/// Fills `fieldManager`, when the request has none, from the User-Agent up to its first `/`
+/// (at most 128 characters), as Kubernetes does: `kubectl/v1.32.4 (…)` writes as `kubectl`.
+fn default_field_manager(opts: &mut WriteOptions, headers: &HeaderMap) {
+    if opts.field_manager.as_deref().is_some_and(|m| !m.is_empty()) {
+        return;
+    }
+    opts.field_manager = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|ua| {
+            ua.split('/')
+                .next()
+                .unwrap_or(ua)
+                .chars()
+                .take(128)
+                .collect::<String>()
+        })
+        .filter(|m| !m.is_empty());
+}
+
 /// Applies a patch through the registry's update path (re-applied if another write races).
 pub(crate) async fn patch_object(
     app: &Arc<App>,
@@ -428,6 +499,7 @@ pub(crate) async fn patch_object(
     let registry = app.registry.clone();
     let mut produce = |current: &Value| -> Result<Value, ApiError> {
         let patched = patch.apply(&res.qualified_kind(), current)?;
+        crate::registry::rest::check_uid_unchanged(res, name, &patched, current)?;
         registry.decode_body(res, patched, opts.field_validation, &mut warnings)
     };
     let mut reply = app

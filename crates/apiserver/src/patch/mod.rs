@@ -2,9 +2,12 @@
 //! strategic merge patch.
 //!
 //! [`Patch::apply`] turns the current object and a patch document into the patched object; the
-//! registry then treats the result like the body of an update. Server-side apply lives with
-//! field ownership, not here.
+//! registry then treats the result like the body of an update. Server-side apply and the
+//! `managedFields` bookkeeping of every write are in `apply`, over the field sets of
+//! `fields`.
 
+pub(crate) mod apply;
+pub(crate) mod fields;
 pub(crate) mod strategic;
 
 use serde_json::Value;
@@ -13,16 +16,18 @@ use crate::http::error::ApiError;
 use crate::http::negotiate::BodyType;
 
 /// The patch types every resource accepts.
-pub const COMMON_PATCH_TYPES: [&str; 2] = [
+pub const COMMON_PATCH_TYPES: [&str; 3] = [
     "application/json-patch+json",
     "application/merge-patch+json",
+    "application/apply-patch+yaml",
 ];
 
 /// The patch types built-in resources accept.
-pub const BUILTIN_PATCH_TYPES: [&str; 3] = [
+pub const BUILTIN_PATCH_TYPES: [&str; 4] = [
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
 ];
 
 /// A parsed patch document.
@@ -104,9 +109,14 @@ impl Patch {
                 json_patch::merge(&mut doc, p);
                 Ok(doc)
             }
-            Patch::Strategic(p) => strategic::strategic_merge(kind, current, p).map_err(|e| {
-                ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))
-            }),
+            // The strategic merge table knows kinds by their bare name (`Deployment`), not
+            // qualified by group (`Deployment.apps`).
+            Patch::Strategic(p) => {
+                strategic::strategic_merge(kind.split('.').next().unwrap_or(kind), current, p)
+                    .map_err(|e| {
+                        ApiError::BadRequest(format!("error applying strategic merge patch: {e}"))
+                    })
+            }
         }
     }
 }

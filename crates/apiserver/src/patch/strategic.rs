@@ -169,7 +169,7 @@ pub(crate) fn strategic_merge(
 
 /// How the elements of a list field combine with the patch's elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// A list of scalars merged as a set: patch values are added unless present already.
     Set,
     /// A list of objects merged element-wise, pairing elements by the value of this field.
@@ -278,7 +278,7 @@ const fn keyed(anchor: Anchor, path: &'static str, key: &'static str) -> ListRul
 
 /// The strategy of the list at `path` (dotted field names without indices) in a `kind` object,
 /// or `None` when the list is replaced wholesale.
-fn list_strategy(kind: &str, path: &str) -> Option<ListStrategy> {
+pub(crate) fn list_strategy(kind: &str, path: &str) -> Option<ListStrategy> {
     let pod_spec_root = POD_SPEC_ROOTS
         .iter()
         .find(|(k, _)| *k == kind)

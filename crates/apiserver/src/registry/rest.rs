@@ -13,6 +13,10 @@ use super::Registry;
 use super::resource::Resource;
 use super::validation::{FieldError, check_name, validate_object_meta};
 use crate::http::error::{ApiError, GroupResource};
+use crate::patch::apply::{
+    ApplyParams, Lists, put_managed, same_ignoring_managed_fields, settle_times, track_update,
+};
+use crate::patch::fields::{ManagedEntry, Operation, decode_managed};
 use crate::storage::{
     Outcome, Preconditions, Storage, StorageError, Stored, Update, resource_version_of,
 };
@@ -196,6 +200,15 @@ impl DeleteOptions {
         };
         (set(&current) != set(&next)).then_some(next)
     }
+}
+
+/// How a write records ownership in `metadata.managedFields`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteMode {
+    /// Create, update, non-apply patch: the fields the write changes become the manager's.
+    Update,
+    /// Server-side apply: the object arrives with its managedFields already worked out.
+    Apply,
 }
 
 /// What a delete did.
@@ -502,7 +515,20 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Reply, ApiError> {
+        self.create_with(res, ns, body, opts, WriteMode::Update)
+            .await
+    }
+
+    async fn create_with(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+        mode: WriteMode,
+    ) -> Result<Reply, ApiError> {
         let mut warnings = Vec::new();
+        let applied = (mode == WriteMode::Apply).then(|| decode_managed(&body));
         let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
         self.settle_namespace(res, &mut obj, ns)?;
         let meta = meta_mut(&mut obj);
@@ -551,6 +577,7 @@ impl Registry {
                 meta.insert("generation".into(), json!(1));
             }
         }
+        record_ownership(res, Part::Main, None, &mut obj, applied, None, opts);
         if opts.dry_run {
             if self.storage().get(&res.key(ns, &name)).is_ok() {
                 return Err(ApiError::AlreadyExists {
@@ -680,6 +707,95 @@ impl Registry {
         Ok(reply)
     }
 
+    /// Server-side apply (`PATCH` with `application/apply-patch+yaml`): `config` is the
+    /// manager's whole intent for the addressed part of the object; a missing object is created
+    /// from it (201). `opts.field_manager` names the manager and is required; `force` takes
+    /// fields other managers own instead of failing with 409.
+    pub async fn apply(
+        &self,
+        target: Target<'_>,
+        config: Value,
+        force: bool,
+        opts: &WriteOptions,
+    ) -> Result<Reply, ApiError> {
+        let Target {
+            res,
+            ns,
+            name,
+            part,
+        } = target;
+        let Some(manager) = opts.field_manager.as_deref() else {
+            return Err(ApiError::invalid_options(
+                "PatchOptions",
+                vec![FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        };
+        let config = apply_config(res, ns, name, part, config)?;
+        let schema = res.strategy.structural_schema();
+        let api_version = res.api_version();
+        let params = ApplyParams {
+            manager,
+            force,
+            api_version: &api_version,
+            subresource: match part {
+                Part::Main => "",
+                Part::Status => "status",
+            },
+            lists: schema
+                .as_deref()
+                .map_or(Lists::Builtin(&res.kind), Lists::Custom),
+        };
+        let key = res.key(ns, name);
+        // The object may be created or deleted between the look and the write: look again.
+        for _ in 0..3 {
+            let mut warnings = Vec::new();
+            let exists = !matches!(self.storage().get(&key), Err(StorageError::NotFound { .. }));
+            let result = if exists {
+                let mut produce = |current: &Value| -> Result<Value, ApiError> {
+                    check_uid_unchanged(res, name, &config, current)?;
+                    crate::patch::apply::apply(Some(current), &config, &params, &mut |merged| {
+                        self.decode_body(res, merged, opts.field_validation, &mut warnings)
+                    })
+                };
+                self.write_existing_with(target, None, &mut produce, opts, WriteMode::Apply)
+                    .await
+            } else if part == Part::Status {
+                return Err(ApiError::NotFound {
+                    resource: res.group_resource(),
+                    name: name.to_string(),
+                });
+            } else {
+                let body = crate::patch::apply::apply(None, &config, &params, &mut |merged| {
+                    self.decode_body(res, merged, opts.field_validation, &mut warnings)
+                })?;
+                self.create_with(res, ns, body, opts, WriteMode::Apply)
+                    .await
+            };
+            match result {
+                Err(ApiError::NotFound { .. }) if exists => continue,
+                Err(ApiError::AlreadyExists { .. }) if !exists => continue,
+                Ok(mut reply) => {
+                    for w in reply.warnings.drain(..) {
+                        if !warnings.contains(&w) {
+                            warnings.push(w);
+                        }
+                    }
+                    reply.warnings = warnings;
+                    return Ok(reply);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::Conflict {
+            resource: res.group_resource(),
+            name: name.to_string(),
+            detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        })
+    }
+
     /// The shared update path of PUT and PATCH: reads the object, asks `produce` for the new
     /// served object (given the current one), applies every rule, and writes it, re-running
     /// `produce` when another write raced.
@@ -689,6 +805,18 @@ impl Registry {
         wanted_rv: Option<u64>,
         produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
         opts: &WriteOptions,
+    ) -> Result<Reply, ApiError> {
+        self.write_existing_with(target, wanted_rv, produce, opts, WriteMode::Update)
+            .await
+    }
+
+    async fn write_existing_with(
+        &self,
+        target: Target<'_>,
+        wanted_rv: Option<u64>,
+        produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
+        opts: &WriteOptions,
+        mode: WriteMode,
     ) -> Result<Reply, ApiError> {
         let Target {
             res,
@@ -703,7 +831,17 @@ impl Registry {
         let gr = res.group_resource();
         let mut step = |old_stored: Value| -> Update {
             let old = res.strategy.to_served(old_stored);
-            match self.next_version(res, name, part, wanted_rv, &old, produce, &mut warnings) {
+            let next = self.next_version(
+                res,
+                name,
+                part,
+                wanted_rv,
+                &old,
+                produce,
+                &mut warnings,
+                (opts, mode),
+            );
+            match next {
                 Err(e) => {
                     failure = Some(e);
                     Update::Abort
@@ -767,8 +905,23 @@ impl Registry {
         old: &Value,
         produce: &mut (dyn FnMut(&Value) -> Result<Value, ApiError> + Send),
         warnings: &mut Vec<String>,
+        (opts, mode): (&WriteOptions, WriteMode),
     ) -> Result<Value, ApiError> {
         let mut new = produce(old)?;
+        // An apply worked out the managedFields. Another write to the main resource may send
+        // its own: `[]` clears the record, readable entries replace it (kubectl rewrites them
+        // when it moves an object from client-side to server-side apply); otherwise the
+        // stored ones stay.
+        let applied = (mode == WriteMode::Apply).then(|| decode_managed(&new));
+        let sent = match new
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+        {
+            _ if mode == WriteMode::Apply || part == Part::Status => None,
+            Some(entries) if entries.is_empty() => Some(Vec::new()),
+            Some(_) => Some(decode_managed(&new)).filter(|e| !e.is_empty()),
+            None => None,
+        };
         let old_rv = resource_version_of(old);
         let new_rv =
             match meta_str(&new, "resourceVersion") {
@@ -899,6 +1052,7 @@ impl Registry {
                 .unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
+        record_ownership(res, part, Some(old), &mut new, applied, sent, opts);
         Ok(new)
     }
 
@@ -1063,6 +1217,151 @@ impl Registry {
             .value()
             .map_err(|e| ApiError::Internal(e.to_string()))
     }
+}
+
+/// Checks an apply body against the endpoint and keeps the part it addresses: `apiVersion`
+/// and `kind` must be the endpoint's, `metadata.managedFields` must be absent, the name and
+/// namespace must match the URL (the name is filled in when absent). Through `/status` only
+/// `status` is applied; through the main resource of a kind with a status subresource,
+/// everything but `status`.
+fn apply_config(
+    res: &Resource,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    mut config: Value,
+) -> Result<Value, ApiError> {
+    let Some(map) = config.as_object_mut() else {
+        return Err(ApiError::BadRequest(
+            "error decoding YAML: the apply patch must be an object".into(),
+        ));
+    };
+    let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    if api_version != res.api_version() || kind != res.kind {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        return Err(ApiError::BadRequest(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
+    let meta = meta_mut(&mut config);
+    if meta.get("managedFields").is_some_and(|m| !m.is_null()) {
+        return Err(ApiError::BadRequest(
+            "metadata.managedFields must be nil".into(),
+        ));
+    }
+    match meta.get("name").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert("name".into(), json!(name));
+        }
+        Some(n) if n == name => {}
+        Some(n) => {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    match (meta.get("namespace").and_then(Value::as_str), ns) {
+        (None | Some(""), _) => {}
+        (Some(body_ns), Some(url_ns)) if res.namespaced && body_ns == url_ns => {}
+        (Some(_), _) if !res.namespaced => {
+            meta.remove("namespace");
+        }
+        (Some(_), _) => {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+    }
+    if let Some(map) = config.as_object_mut() {
+        match part {
+            Part::Status => map
+                .retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")),
+            Part::Main if res.subresources.status => {
+                map.remove("status");
+            }
+            Part::Main => {}
+        }
+        if part == Part::Status
+            && let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.retain(|k, _| {
+                matches!(k.as_str(), "name" | "namespace" | "uid" | "resourceVersion")
+            });
+        }
+    }
+    Ok(config)
+}
+
+/// Fails with 422 when a patched or applied object carries a uid other than the stored one
+/// (`metadata.uid` is immutable; a PUT's uid is a precondition instead, 409).
+pub(crate) fn check_uid_unchanged(
+    res: &Resource,
+    name: &str,
+    new: &Value,
+    current: &Value,
+) -> Result<(), ApiError> {
+    let uid = meta_str(new, "uid").unwrap_or_default();
+    if uid.is_empty() || Some(uid) == meta_str(current, "uid") {
+        return Ok(());
+    }
+    Err(Registry::invalid(
+        res,
+        name,
+        vec![FieldError::invalid(
+            "metadata.uid",
+            json!(uid),
+            "field is immutable",
+        )],
+    ))
+}
+
+/// Sets `new`'s managedFields: `applied` (an apply's entries) or the bookkeeping of an update
+/// by the write's field manager over `sent` (entries the client sent) or the stored entries,
+/// the writer's entry timed `now` unless nothing changed. A write without a field manager
+/// (the server's own) leaves them as they are.
+fn record_ownership(
+    res: &Resource,
+    part: Part,
+    old: Option<&Value>,
+    new: &mut Value,
+    applied: Option<Vec<ManagedEntry>>,
+    sent: Option<Vec<ManagedEntry>>,
+    opts: &WriteOptions,
+) {
+    let Some(manager) = opts.field_manager.as_deref() else {
+        return;
+    };
+    let subresource = match part {
+        Part::Main => "",
+        Part::Status => "status",
+    };
+    let schema = res.strategy.structural_schema();
+    let lists = schema
+        .as_deref()
+        .map_or(Lists::Builtin(&res.kind), Lists::Custom);
+    let (mut entries, operation) = match applied {
+        Some(entries) => (entries, Operation::Apply),
+        None => {
+            let base = sent.unwrap_or_else(|| old.map(decode_managed).unwrap_or_default());
+            let api_version = res.api_version();
+            let writer = (manager, api_version.as_str(), subresource);
+            (
+                track_update(base, old, new, writer, lists),
+                Operation::Update,
+            )
+        }
+    };
+    let old_entries = old.map(decode_managed).unwrap_or_default();
+    let changed = old.is_none_or(|o| !same_ignoring_managed_fields(o, new));
+    settle_times(
+        &mut entries,
+        &old_entries,
+        (manager, operation, subresource),
+        changed,
+        &now_rfc3339(),
+    );
+    put_managed(new, &mut entries);
 }
 
 fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
