@@ -49,6 +49,9 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
         {
             return discovery::serve(&app, &request::parse(parts.uri.path()), &parts.headers);
         }
+        Target::Resource(path) if super::reviews::handles(&path) => {
+            return super::reviews::serve(&app, &parts, path, body).await;
+        }
         Target::Resource(path) => {
             resource(&app, parts.method, &parts.headers, path, query, body).await
         }
