@@ -247,7 +247,7 @@ impl Binding {
     fn subject_for(&self, user: &User) -> Option<&Subject> {
         self.subjects.iter().find(|s| match s.kind.as_str() {
             "User" => s.name == user.name,
-            "Group" => user.groups.iter().any(|g| *g == s.name),
+            "Group" => user.groups.contains(&s.name),
             "ServiceAccount" => {
                 let ns = if s.namespace.is_empty() {
                     &self.namespace
@@ -290,6 +290,10 @@ impl Binding {
         )
     }
 }
+
+/// A rule granted to a user, with the binding and subject that grant it, or the error that a
+/// binding's role could not be found.
+type Grant<'a> = Result<(&'a PolicyRule, &'a Binding, &'a Subject), String>;
 
 /// The RBAC objects at one moment, arranged for evaluation.
 #[derive(Debug, Default)]
@@ -393,12 +397,7 @@ impl Snapshot {
     /// Calls `visit` with every rule granted to `user` in `namespace` (cluster-wide bindings
     /// first; `""` = cluster-wide only), with a description of where it came from, or with a
     /// resolution error. Stops when `visit` returns `false`.
-    fn visit(
-        &self,
-        user: &User,
-        namespace: &str,
-        visit: &mut dyn FnMut(Result<(&PolicyRule, &Binding, &Subject), String>) -> bool,
-    ) {
+    fn visit(&self, user: &User, namespace: &str, visit: &mut dyn FnMut(Grant<'_>) -> bool) {
         let namespaced = self
             .role_bindings
             .get(namespace)

@@ -111,7 +111,7 @@ pub(crate) async fn authorize(
             user
         }
         Ok(None) => caller,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     if !is_master(&user) {
         let attrs = attributes(req.method(), req.uri());
@@ -306,7 +306,7 @@ fn impersonate(
     caller: &User,
     headers: &HeaderMap,
     uri: &Uri,
-) -> Result<Option<Arc<User>>, Response> {
+) -> Result<Option<Arc<User>>, Box<Response>> {
     let user = header_values(headers, "impersonate-user")
         .into_iter()
         .next();
@@ -340,7 +340,7 @@ fn impersonate(
             header::CONTENT_TYPE,
             http::HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        return Err(resp);
+        return Err(Box::new(resp));
     };
     let sa = username
         .strip_prefix("system:serviceaccount:")
@@ -374,7 +374,9 @@ fn impersonate(
         for attrs in &checks {
             let decision = snapshot.authorize(caller, attrs);
             if !decision.allowed {
-                return Err(forbidden(&caller.name, attrs, &decision.reason).into_response());
+                return Err(Box::new(
+                    forbidden(&caller.name, attrs, &decision.reason).into_response(),
+                ));
             }
         }
     }

@@ -361,7 +361,7 @@ fn token_request(app: &App, ns: &str, name: &str, obj: Value) -> Result<Response
                 vec![FieldError::invalid(
                     format!("metadata.{field}"),
                     json!(given),
-                    &format!("must match the {what} if specified"),
+                    format!("must match the {what} if specified"),
                 )],
             ));
         }
