@@ -844,3 +844,229 @@ async fn a_service_account_client_works_over_https_too() {
         401
     );
 }
+
+#[tokio::test]
+async fn writing_roles_and_bindings_cannot_grant_more_than_the_writer_holds() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role(
+            "demo",
+            "rbac-writer",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "update"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+            ]),
+        ),
+    )
+    .await;
+    rbac(
+        &env,
+        role_binding("demo", "rbac-writer", "Role", "rbac-writer", "op"),
+    )
+    .await;
+    let op = env
+        .service_account_client("demo", "op")
+        .await
+        .expect("client");
+    let ar = |kind: &str, plural: &str| kube::api::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let roles: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(op.clone(), "demo", &ar("Role", "roles"));
+    let bindings: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(op.clone(), "demo", &ar("RoleBinding", "rolebindings"));
+
+    // Held permissions may be passed on.
+    roles
+        .create(
+            &PostParams::default(),
+            &from(role(
+                "demo",
+                "cm-read",
+                json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]),
+            )),
+        )
+        .await
+        .expect("a role within the writer's permissions");
+    // Others may not.
+    let err = api_error(
+        roles
+            .create(
+                &PostParams::default(),
+                &from(role(
+                    "demo",
+                    "pod-killer",
+                    json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete", "get"]}]),
+                )),
+            )
+            .await
+            .expect_err("escalation"),
+    );
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "roles.rbac.authorization.k8s.io \"pod-killer\" is forbidden: user \"system:serviceaccount:demo:op\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:demo\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\" \"get\"]}"
+    );
+    // Binding a role whose permissions the writer holds is fine; cluster-admin is not.
+    bindings
+        .create(
+            &PostParams::default(),
+            &from(role_binding("demo", "ok", "Role", "cm-read", "op")),
+        )
+        .await
+        .expect("bind a held role");
+    let err = api_error(
+        bindings
+            .create(
+                &PostParams::default(),
+                &from(role_binding(
+                    "demo",
+                    "root",
+                    "ClusterRole",
+                    "cluster-admin",
+                    "op",
+                )),
+            )
+            .await
+            .expect_err("escalation through a binding"),
+    );
+    assert_eq!(err.code, 403);
+    assert!(err.message.starts_with(r#"rolebindings.rbac.authorization.k8s.io "root" is forbidden: user "system:serviceaccount:demo:op""#), "{}", err.message);
+    // With `bind` on that ClusterRole, the binding is allowed.
+    rbac(
+        &env,
+        role(
+            "demo",
+            "may-bind",
+            json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["view"]}]),
+        ),
+    )
+    .await;
+    rbac(
+        &env,
+        role_binding("demo", "may-bind", "Role", "may-bind", "op"),
+    )
+    .await;
+    bindings
+        .create(
+            &PostParams::default(),
+            &from(role_binding("demo", "viewer", "ClusterRole", "view", "op")),
+        )
+        .await
+        .expect("bind is granted");
+}
+
+#[tokio::test]
+async fn invalid_rules_and_bindings_are_rejected() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    let ar = |kind: &str, plural: &str| kube::api::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let roles: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(env.client(), "demo", &ar("Role", "roles"));
+    let err = api_error(
+        roles
+            .create(
+                &PostParams::default(),
+                &from(role(
+                    "demo",
+                    "r",
+                    json!([{"apiGroups": [""], "resources": ["pods"]}]),
+                )),
+            )
+            .await
+            .expect_err("no verbs"),
+    );
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            422,
+            r#"Role.rbac.authorization.k8s.io "r" is invalid: rules[0].verbs: Required value: verbs must contain at least one value"#
+        )
+    );
+    let err = api_error(
+        roles
+            .create(
+                &PostParams::default(),
+                &from(role(
+                    "demo",
+                    "r",
+                    json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]),
+                )),
+            )
+            .await
+            .expect_err("URLs in a Role"),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message
+            .ends_with("namespaced rules cannot apply to non-resource URLs"),
+        "{}",
+        err.message
+    );
+    let crbs: Api<kube::api::DynamicObject> = Api::all_with(
+        env.client(),
+        &ar("ClusterRoleBinding", "clusterrolebindings"),
+    );
+    let err = api_error(
+        crbs.create(
+            &PostParams::default(),
+            &from(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "b"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "op"}]})),
+        )
+        .await
+        .expect_err("SA without namespace"),
+    );
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            422,
+            r#"ClusterRoleBinding.rbac.authorization.k8s.io "b" is invalid: subjects[0].namespace: Required value"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_update_that_creates_needs_the_create_verb_too() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role("demo", "lease", json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}])),
+    )
+    .await;
+    rbac(&env, role_binding("demo", "lease", "Role", "lease", "op")).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(
+        env.service_account_client("demo", "op")
+            .await
+            .expect("client"),
+        "demo",
+    );
+    let err = api_error(
+        leases
+            .replace(
+                "l",
+                &PostParams::default(),
+                &from(json!({"metadata": {"name": "l"}})),
+            )
+            .await
+            .expect_err("creating through PUT"),
+    );
+    assert_eq!(
+        err.message,
+        r#"leases.coordination.k8s.io "l" is forbidden: User "system:serviceaccount:demo:op" cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "demo""#
+    );
+}

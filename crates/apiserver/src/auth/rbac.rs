@@ -394,6 +394,21 @@ impl Snapshot {
         }
     }
 
+    /// The rules of the role a binding in `namespace` (empty for a ClusterRoleBinding) refers
+    /// to, or the error that it does not exist.
+    pub fn role_ref_rules(
+        &self,
+        role_ref: &RoleRef,
+        namespace: &str,
+    ) -> Result<Arc<[PolicyRule]>, String> {
+        self.role_rules(&Binding {
+            name: String::new(),
+            namespace: namespace.to_string(),
+            role_ref: role_ref.clone(),
+            subjects: Vec::new(),
+        })
+    }
+
     /// Calls `visit` with every rule granted to `user` in `namespace` (cluster-wide bindings
     /// first; `""` = cluster-wide only), with a description of where it came from, or with a
     /// resolution error. Stops when `visit` returns `false`.

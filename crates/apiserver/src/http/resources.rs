@@ -77,7 +77,7 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// Decodes an object body (create, update) by its content type.
-fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
         accepted: vec![
             "application/json",
