@@ -1070,3 +1070,44 @@ async fn an_update_that_creates_needs_the_create_verb_too() {
         r#"leases.coordination.k8s.io "l" is forbidden: User "system:serviceaccount:demo:op" cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "demo""#
     );
 }
+
+#[tokio::test]
+async fn every_namespace_gets_a_default_service_account_that_comes_back_when_deleted() {
+    let env = TestEnv::start().await.expect("start");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "fresh"}})),
+        )
+        .await
+        .expect("create namespace");
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), "fresh");
+    let first = kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        accounts.get("default").await.ok()
+    })
+    .await
+    .expect("created for the new namespace");
+    Api::<ServiceAccount>::namespaced(env.client(), "default")
+        .get("default")
+        .await
+        .expect("startup namespaces have one too");
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let second = kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        accounts
+            .get("default")
+            .await
+            .ok()
+            .filter(|sa| sa.metadata.uid != first.metadata.uid)
+    })
+    .await
+    .expect("recreated");
+    assert_ne!(second.metadata.uid, first.metadata.uid);
+    // `kubectl create token default` works right away.
+    env.service_account_token("fresh", "default")
+        .await
+        .expect("token");
+}

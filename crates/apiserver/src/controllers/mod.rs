@@ -1,7 +1,8 @@
 //! Controllers that run inside the server, as kube-controller-manager's would next to a real
-//! API server: today the namespace lifecycle.
+//! API server: the namespace lifecycle and the `default` ServiceAccount of every namespace.
 //!
 //! Each controller is one task that owns its state and stops when its cancellation token is
 //! cancelled.
 
 pub mod namespace;
+pub mod serviceaccounts;
