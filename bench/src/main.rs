@@ -13,6 +13,8 @@
 mod clients;
 mod load;
 mod procs;
+#[allow(dead_code)] // wired to `--suite` by the lead
+mod rbac;
 mod report;
 mod scenarios;
 #[allow(dead_code)] // wired to `--suite` as the suites land

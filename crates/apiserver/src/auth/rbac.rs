@@ -254,7 +254,12 @@ impl Binding {
                 } else {
                     &s.namespace
                 };
-                !ns.is_empty() && user.name == format!("system:serviceaccount:{ns}:{}", s.name)
+                !ns.is_empty()
+                    && user
+                        .name
+                        .strip_prefix("system:serviceaccount:")
+                        .and_then(|rest| rest.split_once(':'))
+                        .is_some_and(|(n, name)| n == ns && name == s.name)
             }
             _ => false,
         })
@@ -295,13 +300,71 @@ impl Binding {
 /// binding's role could not be found.
 type Grant<'a> = Result<(&'a PolicyRule, &'a Binding, &'a Subject), String>;
 
+/// Bindings (sorted by name) indexed by the users and groups they name, so a decision looks
+/// only at the bindings of its caller.
+#[derive(Debug, Default)]
+struct BindingSet {
+    bindings: Vec<Binding>,
+    by_user: HashMap<String, Vec<usize>>,
+    by_group: HashMap<String, Vec<usize>>,
+}
+
+impl BindingSet {
+    fn new(mut bindings: Vec<Binding>) -> BindingSet {
+        bindings.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut set = BindingSet::default();
+        for (i, b) in bindings.iter().enumerate() {
+            for s in &b.subjects {
+                let (map, key) = match s.kind.as_str() {
+                    "User" => (&mut set.by_user, s.name.clone()),
+                    "Group" => (&mut set.by_group, s.name.clone()),
+                    "ServiceAccount" => {
+                        let ns = if s.namespace.is_empty() {
+                            &b.namespace
+                        } else {
+                            &s.namespace
+                        };
+                        if ns.is_empty() {
+                            continue;
+                        }
+                        (
+                            &mut set.by_user,
+                            format!("system:serviceaccount:{ns}:{}", s.name),
+                        )
+                    }
+                    _ => continue,
+                };
+                let list = map.entry(key).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        set.bindings = bindings;
+        set
+    }
+
+    /// The bindings naming `user` or one of its groups, in name order.
+    fn for_user(&self, user: &User) -> impl Iterator<Item = &Binding> {
+        let mut picked: Vec<usize> = self.by_user.get(&user.name).cloned().unwrap_or_default();
+        for g in &user.groups {
+            if let Some(list) = self.by_group.get(g) {
+                picked.extend_from_slice(list);
+            }
+        }
+        picked.sort_unstable();
+        picked.dedup();
+        picked.into_iter().map(|i| &self.bindings[i])
+    }
+}
+
 /// The RBAC objects at one moment, arranged for evaluation.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    roles: HashMap<(String, String), Arc<[PolicyRule]>>,
+    roles: HashMap<String, HashMap<String, Arc<[PolicyRule]>>>,
     cluster_roles: HashMap<String, Arc<[PolicyRule]>>,
-    cluster_role_bindings: Vec<Binding>,
-    role_bindings: HashMap<String, Vec<Binding>>,
+    cluster_role_bindings: BindingSet,
+    role_bindings: HashMap<String, BindingSet>,
 }
 
 #[derive(Deserialize)]
@@ -351,27 +414,25 @@ impl Snapshot {
                 })
         };
         for r in roles.iter().filter_map(role) {
-            snap.roles.insert(
-                (r.metadata.namespace, r.metadata.name),
-                r.rules.unwrap_or_default().into(),
-            );
+            snap.roles
+                .entry(r.metadata.namespace)
+                .or_default()
+                .insert(r.metadata.name, r.rules.unwrap_or_default().into());
         }
         for r in cluster_roles.iter().filter_map(role) {
             snap.cluster_roles
                 .insert(r.metadata.name, r.rules.unwrap_or_default().into());
         }
+        let mut by_namespace: HashMap<String, Vec<Binding>> = HashMap::new();
         for b in role_bindings.iter().filter_map(binding) {
-            snap.role_bindings
-                .entry(b.namespace.clone())
-                .or_default()
-                .push(b);
+            by_namespace.entry(b.namespace.clone()).or_default().push(b);
         }
-        snap.cluster_role_bindings = cluster_role_bindings.iter().filter_map(binding).collect();
-        snap.cluster_role_bindings
-            .sort_by(|a, b| a.name.cmp(&b.name));
-        for list in snap.role_bindings.values_mut() {
-            list.sort_by(|a, b| a.name.cmp(&b.name));
-        }
+        snap.role_bindings = by_namespace
+            .into_iter()
+            .map(|(ns, list)| (ns, BindingSet::new(list)))
+            .collect();
+        snap.cluster_role_bindings =
+            BindingSet::new(cluster_role_bindings.iter().filter_map(binding).collect());
         snap
     }
 
@@ -387,7 +448,8 @@ impl Snapshot {
             }),
             "Role" if !binding.namespace.is_empty() => self
                 .roles
-                .get(&(binding.namespace.clone(), name.clone()))
+                .get(&binding.namespace)
+                .and_then(|in_ns| in_ns.get(name))
                 .cloned()
                 .ok_or_else(|| format!("role.rbac.authorization.k8s.io {} not found", quote(name))),
             other => Err(format!("unsupported role reference kind: {}", quote(other))),
@@ -419,8 +481,8 @@ impl Snapshot {
             .filter(|_| !namespace.is_empty());
         let bindings = self
             .cluster_role_bindings
-            .iter()
-            .chain(namespaced.into_iter().flatten());
+            .for_user(user)
+            .chain(namespaced.into_iter().flat_map(|set| set.for_user(user)));
         for binding in bindings {
             let Some(subject) = binding.subject_for(user) else {
                 continue;

@@ -139,11 +139,19 @@ struct Header {
     kid: String,
 }
 
+/// How many verified tokens [`TokenSigner`] remembers before it forgets them all.
+const VERIFIED_CAPACITY: usize = 4096;
+
 /// The key that signs and verifies ServiceAccount tokens.
+///
+/// Checking an ECDSA signature costs far more than serving a GET, so the claims of tokens whose
+/// signature verified are remembered (up to [`VERIFIED_CAPACITY`]); the time window and the
+/// audience are still checked on every use.
 pub struct TokenSigner {
     key: EcdsaKeyPair,
     kid: String,
     rng: SystemRandom,
+    verified: std::sync::Mutex<std::collections::HashMap<String, Claims>>,
 }
 
 impl std::fmt::Debug for TokenSigner {
@@ -189,7 +197,12 @@ impl TokenSigner {
         let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng)
             .map_err(|e| KeyError::Invalid(e.to_string()))?;
         let kid = URL_SAFE_NO_PAD.encode(Sha256::digest(key.public_key().as_ref()));
-        Ok(TokenSigner { key, kid, rng })
+        Ok(TokenSigner {
+            key,
+            kid,
+            rng,
+            verified: std::sync::Mutex::new(std::collections::HashMap::new()),
+        })
     }
 
     /// Signs `claims` into a compact JWS.
@@ -223,6 +236,41 @@ impl TokenSigner {
         now: i64,
         audiences: &[&str],
     ) -> Result<Claims, TokenInvalid> {
+        let remembered = self
+            .verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(token)
+            .cloned();
+        let claims = match remembered {
+            Some(claims) => claims,
+            None => {
+                let claims = self.verify_signature(token)?;
+                let mut verified = self
+                    .verified
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if verified.len() >= VERIFIED_CAPACITY {
+                    verified.clear();
+                }
+                verified.insert(token.to_string(), claims.clone());
+                claims
+            }
+        };
+        if now < claims.nbf || now >= claims.exp {
+            return Err(TokenInvalid::Expired);
+        }
+        if !claims.aud.iter().any(|a| audiences.contains(&a.as_str())) {
+            return Err(TokenInvalid::WrongAudience(claims.aud));
+        }
+        if claims.kubernetes.serviceaccount.name.is_empty() {
+            return Err(TokenInvalid::NotServiceAccount);
+        }
+        Ok(claims)
+    }
+
+    /// Checks the token's form and signature and returns its claims.
+    fn verify_signature(&self, token: &str) -> Result<Claims, TokenInvalid> {
         let mut parts = token.split('.');
         let (Some(header), Some(payload), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -243,18 +291,7 @@ impl TokenSigner {
         UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, self.key.public_key().as_ref())
             .verify(signing_input.as_bytes(), &decode(signature)?)
             .map_err(|_| TokenInvalid::BadSignature)?;
-        let claims: Claims =
-            serde_json::from_slice(&decode(payload)?).map_err(|_| TokenInvalid::Malformed)?;
-        if now < claims.nbf || now >= claims.exp {
-            return Err(TokenInvalid::Expired);
-        }
-        if !claims.aud.iter().any(|a| audiences.contains(&a.as_str())) {
-            return Err(TokenInvalid::WrongAudience(claims.aud));
-        }
-        if claims.kubernetes.serviceaccount.name.is_empty() {
-            return Err(TokenInvalid::NotServiceAccount);
-        }
-        Ok(claims)
+        serde_json::from_slice(&decode(payload)?).map_err(|_| TokenInvalid::Malformed)
     }
 }
 
