@@ -1111,3 +1111,101 @@ async fn every_namespace_gets_a_default_service_account_that_comes_back_when_del
         .await
         .expect("token");
 }
+
+#[tokio::test]
+async fn impersonating_groups_without_a_user_is_a_server_error() {
+    let env = TestEnv::start().await.expect("start");
+    let client = client_with_headers(&env, None, &[("Impersonate-Group", "devs")]);
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .body(Vec::new())
+        .expect("request");
+    let err = client.request_text(req).await.expect_err("500");
+    let text = format!("{err:?}");
+    assert!(text.contains("500") || text.contains("Internal"), "{text}");
+}
+
+#[tokio::test]
+async fn impersonating_a_user_and_groups_yields_exactly_that_identity() {
+    let env = TestEnv::start().await.expect("start");
+    let client = client_with_headers(
+        &env,
+        None,
+        &[
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Group", "devs"),
+            ("Impersonate-Group", "qa"),
+            ("Impersonate-Uid", "u-123"),
+            ("Impersonate-Extra-Scopes.example.com%2fx", "a"),
+        ],
+    );
+    let review: Value = client
+        .request(
+            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+                        .expect("json"),
+                )
+                .expect("request"),
+        )
+        .await
+        .expect("whoami");
+    assert_eq!(
+        review["status"]["userInfo"],
+        json!({"username": "alice", "uid": "u-123",
+               "groups": ["devs", "qa", "system:authenticated"],
+               "extra": {"scopes.example.com/x": ["a"]}})
+    );
+}
+
+#[tokio::test]
+async fn discovery_lists_the_token_subresource_and_the_review_kinds() {
+    let env = TestEnv::start().await.expect("start");
+    let core: Value = serde_json::from_str(&raw_get(&env.client(), "/api/v1").await.expect("core"))
+        .expect("json");
+    let token = core["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "serviceaccounts/token")
+        .expect("serviceaccounts/token listed");
+    assert_eq!(
+        token,
+        &json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                "verbs": ["create"]})
+    );
+    let authz: Value = serde_json::from_str(
+        &raw_get(&env.client(), "/apis/authorization.k8s.io/v1")
+            .await
+            .expect("authorization group"),
+    )
+    .expect("json");
+    let names: Vec<&str> = authz["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for wanted in [
+        "selfsubjectaccessreviews",
+        "selfsubjectrulesreviews",
+        "subjectaccessreviews",
+    ] {
+        assert!(names.contains(&wanted), "{wanted} in {names:?}");
+    }
+    let authn: Value = serde_json::from_str(
+        &raw_get(&env.client(), "/apis/authentication.k8s.io/v1")
+            .await
+            .expect("authentication group"),
+    )
+    .expect("json");
+    let ssr = authn["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "selfsubjectreviews")
+        .expect("selfsubjectreviews listed");
+    assert_eq!(ssr["verbs"], json!(["create"]));
+    assert_eq!(ssr["namespaced"], json!(false));
+}
