@@ -96,7 +96,13 @@ TOP_LEVEL_KINDS: list[tuple[str | None, str, str]] = [
         "SelfSubjectReview",
         "api::authentication::v1::SelfSubjectReview",
     ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        "api::authorization::v1::SelfSubjectRulesReview",
+    ),
     ("authentication.k8s.io/v1", "TokenRequest", "api::authentication::v1::TokenRequest"),
+    ("authentication.k8s.io/v1", "TokenReview", "api::authentication::v1::TokenReview"),
     (
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",

@@ -18,6 +18,8 @@ mod crd;
 mod gc;
 mod load;
 mod procs;
+#[allow(dead_code)] // wired to `--suite` by the lead
+mod rbac;
 mod report;
 mod scenarios;
 #[allow(dead_code)] // wired to `--suite` by the lead

@@ -167,6 +167,105 @@ impl TestEnv {
         Ok(kube::Client::try_from(config)?)
     }
 
+    /// Mints a token for ServiceAccount `namespace`/`name` through the TokenRequest API (one
+    /// hour, the server's default audience), as the administrator. The account must exist.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<String> {
+        use k8s_openapi::api::authentication::v1::TokenRequest;
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(self.client(), namespace);
+        let request = TokenRequest::default();
+        let answer = accounts
+            .create_token_request(name, &kube::api::PostParams::default(), &request)
+            .await
+            .with_context(|| format!("requesting a token for serviceaccount {namespace}/{name}"))?;
+        answer
+            .status
+            .map(|s| s.token)
+            .filter(|t| !t.is_empty())
+            .context("the TokenRequest answer holds no token")
+    }
+
+    /// A client talking to the server in-process that presents `token` as its bearer token;
+    /// its default namespace is `namespace`. A token the server does not accept gets 401.
+    pub fn client_with_token(&self, token: &str, namespace: &str) -> anyhow::Result<kube::Client> {
+        let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .context("the token is not a valid header value")?;
+        let service = tower::ServiceExt::map_request(
+            self.server().router(),
+            move |mut req: http::Request<kube::client::Body>| {
+                req.headers_mut()
+                    .insert(http::header::AUTHORIZATION, value.clone());
+                req
+            },
+        );
+        Ok(kube::Client::new(service, namespace))
+    }
+
+    /// A client acting as ServiceAccount `namespace`/`name` (in-process, with a token minted
+    /// through TokenRequest): every request it makes is authorized by RBAC, as the account's
+    /// would be on a cluster. Its default namespace is `namespace`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let env = kore_testenv::TestEnv::start().await?;
+    /// // ... create the ServiceAccount `op` in `demo` and its RoleBindings ...
+    /// let op = env.service_account_client("demo", "op").await?;
+    /// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(op);
+    /// cms.list(&Default::default()).await?; // 403 unless a binding allows it
+    /// # Ok(()) }
+    /// ```
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<kube::Client> {
+        let token = self.service_account_token(namespace, name).await?;
+        self.client_with_token(&token, namespace)
+    }
+
+    /// Like [`TestEnv::service_account_client`], over the TCP socket (needs [`Builder::tcp`]).
+    pub async fn service_account_socket_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<kube::Client> {
+        let token = self.service_account_token(namespace, name).await?;
+        self.socket_client_with_token(&token, namespace).await
+    }
+
+    /// A client over the TCP socket presenting `token` instead of the admin token (needs
+    /// [`Builder::tcp`]); its default namespace is `namespace`.
+    pub async fn socket_client_with_token(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> anyhow::Result<kube::Client> {
+        let path = self
+            .kubeconfig
+            .as_ref()
+            .context("no socket: build the TestEnv with .tcp()")?;
+        let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+        let mut raw = serde_json::to_value(&kubeconfig)?;
+        if let Some(users) = raw.get_mut("users").and_then(|u| u.as_array_mut()) {
+            for user in users {
+                user["user"] = serde_json::json!({ "token": token });
+            }
+        }
+        let kubeconfig: kube::config::Kubeconfig = serde_json::from_value(raw)?;
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        config.default_namespace = namespace.to_string();
+        Ok(kube::Client::try_from(config)?)
+    }
+
     /// Stops the server and waits for its tasks.
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {

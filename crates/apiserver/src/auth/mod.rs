@@ -4,12 +4,19 @@
 //! - [`tls`]: the CA and the serving certificate it signs, kept in a data directory or in memory.
 //! - [`token`]: the admin bearer token and the `Authorization` header parser.
 //! - [`kubeconfig`]: the kubeconfig handed out to kubectl, client-go, kube-rs and Python clients.
+//! - [`sa_token`]: the key that signs ServiceAccount tokens (JWTs) and checks presented ones.
+//! - [`rbac`]: request attributes, rule matching and the RBAC index that decides requests.
+//! - [`policy`]: the default cluster policy created at startup.
+//! - [`escalation`]: which permissions a Role or binding would grant that its writer lacks.
 //!
-//! This module does not decide whether a request is allowed; it only provides the material the
-//! authentication layer checks requests against. Secret files are written with mode 0600 through
+//! The HTTP middleware that applies all this to requests is `http/authz.rs`. Secret files are written with mode 0600 through
 //! a temporary file and a rename, so a crash never leaves a half-written key behind.
 
+pub mod escalation;
 pub mod kubeconfig;
+pub mod policy;
+pub mod rbac;
+pub mod sa_token;
 pub mod tls;
 pub mod token;
 

@@ -1,6 +1,7 @@
 //! Controllers that run inside the server, as kube-controller-manager's would next to a real
-//! API server: the garbage collector ([`gc`]), the namespace lifecycle ([`namespace`]) and
-//! CustomResourceDefinitions ([`crd`]).
+//! API server: the garbage collector ([`gc`]), the namespace lifecycle ([`namespace`]),
+//! CustomResourceDefinitions ([`crd`]) and the `default` ServiceAccount of every namespace
+//! ([`serviceaccounts`]).
 //!
 //! Each controller is one task that owns its state and stops when its cancellation token is
 //! cancelled.
@@ -8,3 +9,4 @@
 pub mod crd;
 pub mod gc;
 pub mod namespace;
+pub mod serviceaccounts;

@@ -92,6 +92,12 @@ fn legacy_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     e["kind"] = json!(r.kind);
                     e["verbs"] = json!(verbs);
                 }
+                SubKind::Token => {
+                    e["group"] = json!("authentication.k8s.io");
+                    e["version"] = json!("v1");
+                    e["kind"] = json!("TokenRequest");
+                    e["verbs"] = json!(["create"]);
+                }
                 SubKind::Scale => {
                     e["group"] = json!("autoscaling");
                     e["version"] = json!("v1");
@@ -108,11 +114,17 @@ fn legacy_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
 enum SubKind {
     Same(Vec<&'static str>),
     Scale,
+    /// `serviceaccounts/token`: answers with an authentication.k8s.io TokenRequest.
+    Token,
 }
 
 fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
     let mut subs = Vec::new();
     for other in &r.subresources.other {
+        if *other == "token" {
+            subs.push(("token", SubKind::Token));
+            continue;
+        }
         let verbs = match *other {
             "finalize" => vec!["update"],
             "token" => vec!["create"],
@@ -162,6 +174,9 @@ fn aggregated_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     SubKind::Same(verbs) => json!({"subresource": sub,
                         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
                         "verbs": verbs}),
+                    SubKind::Token => json!({"subresource": sub,
+                        "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+                        "verbs": ["create"]}),
                     SubKind::Scale => json!({"subresource": sub,
                         "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                         "verbs": SUBRESOURCE_VERBS}),

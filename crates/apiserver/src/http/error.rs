@@ -233,6 +233,10 @@ impl ApiError {
             ApiError::NotFound { resource, name }
             | ApiError::AlreadyExists { resource, name, .. }
             | ApiError::Conflict { resource, name, .. } => Some(named(resource, name)),
+            ApiError::Forbidden { resource, .. } if resource.resource.is_empty() => {
+                // A non-resource request (`forbidden: User … cannot get path …`).
+                Some(json!({}))
+            }
             ApiError::Forbidden {
                 resource,
                 name,

@@ -8,6 +8,7 @@
 //! Handlers stay thin: they parse a request into a [`crate::registry::Registry`] call and
 //! render its result.
 
+pub(crate) mod authz;
 pub mod discovery;
 pub mod error;
 pub mod negotiate;
@@ -17,6 +18,7 @@ pub(crate) mod protobuf;
 pub mod render;
 pub mod request;
 pub mod resources;
+pub(crate) mod reviews;
 pub mod scale;
 pub mod watch;
 
@@ -41,12 +43,16 @@ use error::ApiError;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Who made a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     /// The user name.
     pub name: String,
     /// The groups.
     pub groups: Vec<String>,
+    /// The uid (a ServiceAccount's `metadata.uid`), or empty.
+    pub uid: String,
+    /// Extra attributes (a token's credential id, a bound Pod).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -58,6 +64,7 @@ impl User {
                 Arc::new(User {
                     name: "kore-admin".into(),
                     groups: vec!["system:masters".into(), "system:authenticated".into()],
+                    ..User::default()
                 })
             })
             .clone()
@@ -76,6 +83,10 @@ pub struct App {
     pub ready: Arc<AtomicBool>,
     /// How often a quiet watch with bookmarks allowed gets one.
     pub bookmark_interval: Duration,
+    /// Signs and verifies ServiceAccount tokens.
+    pub signer: Arc<crate::auth::sa_token::TokenSigner>,
+    /// The RBAC authorizer.
+    pub rbac: Arc<crate::auth::rbac::RbacIndex>,
 }
 
 impl std::fmt::Debug for App {
@@ -96,6 +107,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/openapi/v3/{*path}", get(openapi::document_handler))
         .route("/openapi/v2", get(not_found))
         .fallback(resources::dispatch)
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            authz::authorize,
+        ))
         .layer(middleware::from_fn_with_state(app.clone(), authenticate))
         .with_state(app)
 }
@@ -114,18 +129,19 @@ enum Authn {
     Rejected,
 }
 
-/// Identifies the caller. Over TLS a valid bearer token is required (401 otherwise). Plain
-/// HTTP is only ever served on loopback, where clients send no credentials, so anonymous
-/// requests act as the administrator there; so do in-process requests (no transport).
+/// Identifies the caller. A presented bearer token must be the admin token or a valid
+/// ServiceAccount token (401 otherwise), whatever the transport. Without one, TLS requests are
+/// anonymous; plain HTTP is only ever served on loopback, where clients send no credentials,
+/// so such requests act as the administrator there, and so do in-process requests.
 async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let tls = req.extensions().get::<Transport>().is_some_and(|t| t.tls);
-    let authn = match (&app.admin_token, tls) {
-        (Some(token), true) => match bearer_token(req.headers()) {
-            Some(t) if token.verify(t) => Authn::User(User::admin()),
-            Some(_) => Authn::Rejected,
-            None => Authn::Anonymous,
+    let authn = match bearer_token(req.headers()) {
+        Some(t) => match authz::user_for_token(&app, t, &authz::API_AUDIENCES) {
+            Some(user) => Authn::User(user),
+            None => Authn::Rejected,
         },
-        _ => Authn::User(User::admin()),
+        None if tls && app.admin_token.is_some() => Authn::Anonymous,
+        None => Authn::User(User::admin()),
     };
     match authn {
         Authn::User(user) => {

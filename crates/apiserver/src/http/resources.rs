@@ -49,6 +49,9 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
         {
             return discovery::serve(&app, &request::parse(parts.uri.path()), &parts.headers);
         }
+        Target::Resource(path) if super::reviews::handles(&path) => {
+            return super::reviews::serve(&app, &parts, path, body).await;
+        }
         Target::Resource(path) => {
             resource(&app, parts.method, &parts.headers, path, query, body).await
         }
@@ -74,7 +77,7 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// Decodes an object body (create, update) by its content type.
-fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
         accepted: vec![
             "application/json",

@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::kubeconfig::{kubeconfig_yaml, write_kubeconfig};
+use crate::auth::rbac::RbacIndex;
+use crate::auth::sa_token::TokenSigner;
 use crate::auth::tls::TlsMaterial;
 use crate::auth::token::AdminToken;
 use crate::http::{self, App};
@@ -143,11 +145,15 @@ impl ApiServer {
         .map_err(ServerError::Storage)?;
         let registry = Arc::new(Registry::new(store));
         seed_namespaces(&registry).await?;
+        seed_policy(&registry).await?;
         let admin_token = match &config.data_dir {
             Some(dir) => AdminToken::load_or_generate(Some(dir))
                 .map_err(|e| ServerError::Credentials(e.to_string()))?,
             None => AdminToken::generate(),
         };
+        let signer = TokenSigner::load_or_generate(config.data_dir.as_deref())
+            .map_err(|e| ServerError::Credentials(e.to_string()))?;
+        let rbac = Arc::new(RbacIndex::new(registry.store().clone()));
         let stop = CancellationToken::new();
         let app = Arc::new(App {
             registry: registry.clone(),
@@ -155,12 +161,18 @@ impl ApiServer {
             shutdown: stop.clone(),
             ready: Arc::new(AtomicBool::new(false)),
             bookmark_interval: config.bookmark_interval,
+            signer: Arc::new(signer),
+            rbac,
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
             tracing::warn!(error = %e, "serving the stored CRDs failed");
         }
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::serviceaccounts::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::crd::run(
             registry.clone(),
             stop.child_token(),
@@ -273,6 +285,26 @@ async fn seed_namespaces(registry: &Arc<Registry>) -> Result<(), ServerError> {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         match registry
             .create(&namespaces, None, body, &WriteOptions::default())
+            .await
+        {
+            Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(ServerError::Seed(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// Creates the default cluster policy (spec §18.5) where it is missing; objects that exist
+/// (a restart, or edited by a user) are left as they are.
+async fn seed_policy(registry: &Arc<Registry>) -> Result<(), ServerError> {
+    let catalog = registry.catalog();
+    for obj in crate::auth::policy::default_objects() {
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let Some(res) = catalog.find_kind("rbac.authorization.k8s.io", "v1", kind) else {
+            return Err(ServerError::Seed(format!("{kind} is not served")));
+        };
+        match registry
+            .create(&res, None, obj, &WriteOptions::default())
             .await
         {
             Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}

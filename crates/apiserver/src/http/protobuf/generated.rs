@@ -53,8 +53,14 @@ pub(super) fn decode_object(
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
             decode_as::<authentication_v1::SelfSubjectReview>(raw)
         }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            decode_as::<authorization_v1::SelfSubjectRulesReview>(raw)
+        }
         ("authentication.k8s.io/v1", "TokenRequest") => {
             decode_as::<authentication_v1::TokenRequest>(raw)
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => {
+            decode_as::<authentication_v1::TokenReview>(raw)
         }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             decode_as::<apiextensions_v1::CustomResourceDefinition>(raw)
@@ -241,6 +247,36 @@ impl ToJson for authentication_v1::TokenRequestStatus {
     }
 }
 
+impl ToJson for authentication_v1::TokenReview {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for authentication_v1::TokenReviewSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("token", self.token.as_deref());
+        o.strings("audiences", &self.audiences);
+        o.finish()
+    }
+}
+
+impl ToJson for authentication_v1::TokenReviewStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("authenticated", self.authenticated);
+        o.message("user", self.user.as_ref());
+        o.strings("audiences", &self.audiences);
+        o.string("error", self.error.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for authentication_v1::UserInfo {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -279,6 +315,15 @@ impl ToJson for authorization_v1::NonResourceAttributes {
     }
 }
 
+impl ToJson for authorization_v1::NonResourceRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("verbs", &self.verbs);
+        o.strings("nonResourceURLs", &self.non_resource_ur_ls);
+        o.finish()
+    }
+}
+
 impl ToJson for authorization_v1::ResourceAttributes {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -291,6 +336,17 @@ impl ToJson for authorization_v1::ResourceAttributes {
         o.string("name", self.name.as_deref());
         o.message("fieldSelector", self.field_selector.as_ref());
         o.message("labelSelector", self.label_selector.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for authorization_v1::ResourceRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("verbs", &self.verbs);
+        o.strings("apiGroups", &self.api_groups);
+        o.strings("resources", &self.resources);
+        o.strings("resourceNames", &self.resource_names);
         o.finish()
     }
 }
@@ -313,6 +369,24 @@ impl ToJson for authorization_v1::SelfSubjectAccessReviewSpec {
             "nonResourceAttributes",
             self.non_resource_attributes.as_ref(),
         );
+        o.finish()
+    }
+}
+
+impl ToJson for authorization_v1::SelfSubjectRulesReview {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for authorization_v1::SelfSubjectRulesReviewSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("namespace", self.namespace.as_deref());
         o.finish()
     }
 }
@@ -349,6 +423,17 @@ impl ToJson for authorization_v1::SubjectAccessReviewStatus {
         o.scalar("allowed", self.allowed);
         o.nonzero("denied", self.denied);
         o.string("reason", self.reason.as_deref());
+        o.string("evaluationError", self.evaluation_error.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for authorization_v1::SubjectRulesReviewStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("resourceRules", &self.resource_rules);
+        o.messages("nonResourceRules", &self.non_resource_rules);
+        o.scalar("incomplete", self.incomplete);
         o.string("evaluationError", self.evaluation_error.as_deref());
         o.finish()
     }

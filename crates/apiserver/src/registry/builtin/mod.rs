@@ -155,13 +155,17 @@ pub fn resources() -> Vec<Resource> {
             .in_all()
             .with_status(),
         Def::new("", "Secret", "secrets", Arc::new(core::SecretStrategy)),
-        Def::new(
-            "",
-            "ServiceAccount",
-            "serviceaccounts",
-            Arc::new(core::ServiceAccountStrategy),
-        )
-        .short(&["sa"]),
+        {
+            let mut d = Def::new(
+                "",
+                "ServiceAccount",
+                "serviceaccounts",
+                Arc::new(core::ServiceAccountStrategy),
+            )
+            .short(&["sa"]);
+            d.other_subresources = &["token"];
+            d
+        },
         Def::new(
             "",
             "Service",
@@ -246,7 +250,45 @@ pub fn resources() -> Vec<Resource> {
             Arc::new(other::RbacStrategy::Role),
         ),
     ];
-    defs.into_iter().map(Def::build).collect()
+    let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    out.extend(reviews());
+    out
+}
+
+/// The review kinds: create-only, cluster-scoped, never stored (served by `http/reviews.rs`).
+fn reviews() -> Vec<Resource> {
+    [
+        (
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+        ),
+        ("authentication.k8s.io", "TokenReview", "tokenreviews"),
+        (
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+        ),
+        (
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+        ),
+        (
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+        ),
+    ]
+    .into_iter()
+    .map(|(group, kind, plural)| {
+        let mut r = Def::new(group, kind, plural, Arc::new(other::ReviewStrategy))
+            .cluster()
+            .build();
+        r.verbs = vec!["create"];
+        r
+    })
+    .collect()
 }
 
 /// The namespaces that exist when the server first starts.

@@ -1,0 +1,716 @@
+//! Who a request acts as, and whether it may: ServiceAccount token authentication,
+//! impersonation (spec §18.8) and the RBAC check (spec §18.1–§18.6), in Kubernetes' order:
+//! 401 → impersonation 403 → authorization 403 → routing.
+//!
+//! [`authorize`] is a middleware that runs after [`super::authenticate`] has put the caller (an
+//! `Arc<User>`) into the request's extensions. Members of `system:masters` skip the RBAC
+//! index entirely, so the administrator's path costs one header lookup and one group scan.
+//! Everyone else is checked against [`crate::auth::rbac::RbacIndex`], which is rebuilt only
+//! after RBAC objects change; a successful RBAC write through this layer marks it stale at
+//! once, so the next request sees the new binding.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, Uri, header};
+
+use super::error::{ApiError, GroupResource};
+use super::request::{self, Target as PathTarget};
+use super::{App, User};
+use crate::auth::rbac::{Attributes, ResourceAttributes, Target, is_master};
+use crate::auth::sa_token::{Claims, ISSUER};
+
+/// The audiences this server accepts in ServiceAccount tokens.
+pub(crate) const API_AUDIENCES: [&str; 1] = [ISSUER];
+
+/// Extra key holding a token's id.
+const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+
+/// Authenticates a bearer token: the admin token or a ServiceAccount JWT whose account (and
+/// bound object) still exists with the uid the token names. `None` means 401.
+pub(crate) fn user_for_token(app: &App, token: &str, audiences: &[&str]) -> Option<Arc<User>> {
+    if app.admin_token.as_ref().is_some_and(|t| t.verify(token)) {
+        return Some(User::admin());
+    }
+    let now = jiff::Timestamp::now().as_second();
+    let claims = app.signer.verify(token, now, audiences).ok()?;
+    service_account_user(app, &claims).map(Arc::new)
+}
+
+/// Whether the object `plural`/`ns`/`name` exists with `uid`.
+fn exists_with_uid(app: &App, plural: &str, ns: &str, name: &str, uid: &str) -> bool {
+    let catalog = app.registry.catalog();
+    let Some(res) = catalog.find("", "v1", plural) else {
+        return false;
+    };
+    app.registry
+        .get_value(&res, Some(ns), name)
+        .is_ok_and(|v| v["metadata"]["uid"].as_str() == Some(uid))
+}
+
+fn service_account_user(app: &App, claims: &Claims) -> Option<User> {
+    let k = &claims.kubernetes;
+    let sa = &k.serviceaccount;
+    if !exists_with_uid(app, "serviceaccounts", &k.namespace, &sa.name, &sa.uid) {
+        return None;
+    }
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        CREDENTIAL_ID.to_string(),
+        vec![format!("JTI={}", claims.jti)],
+    );
+    for (plural, kind, bound) in [("pods", "pod", &k.pod), ("secrets", "secret", &k.secret)] {
+        if let Some(obj) = bound {
+            if !exists_with_uid(app, plural, &k.namespace, &obj.name, &obj.uid) {
+                return None;
+            }
+            if kind == "pod" {
+                extra.insert(
+                    format!("authentication.kubernetes.io/{kind}-name"),
+                    vec![obj.name.clone()],
+                );
+                extra.insert(
+                    format!("authentication.kubernetes.io/{kind}-uid"),
+                    vec![obj.uid.clone()],
+                );
+            }
+        }
+    }
+    if k.node.is_some() {
+        // Nodes are not served, so a token bound to one can never be honoured.
+        return None;
+    }
+    Some(User {
+        name: format!("system:serviceaccount:{}:{}", k.namespace, sa.name),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", k.namespace),
+            "system:authenticated".into(),
+        ],
+        uid: sa.uid.clone(),
+        extra,
+    })
+}
+
+/// The middleware: impersonation, then RBAC, then the handler.
+pub(crate) async fn authorize(
+    State(app): State<Arc<App>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(caller) = req.extensions().get::<Arc<User>>().cloned() else {
+        // Anonymous over TLS: `authenticate` only lets the public paths through.
+        return next.run(req).await;
+    };
+    let user = match impersonate(&app, &caller, req.headers(), req.uri()) {
+        Ok(Some(user)) => {
+            req.extensions_mut().insert(user.clone());
+            user
+        }
+        Ok(None) => caller,
+        Err(resp) => return *resp,
+    };
+    if !is_master(&user) {
+        let attrs = attributes(req.method(), req.uri());
+        let decision = app.rbac.snapshot().authorize(&user, &attrs);
+        if !decision.allowed {
+            return forbidden(&user.name, &attrs, &decision.reason).into_response();
+        }
+        let apply = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/apply-patch"));
+        if let Some(create) = creates_through_update(&app, &attrs, apply) {
+            let decision = app.rbac.snapshot().authorize(&user, &create);
+            if !decision.allowed {
+                return forbidden(&user.name, &create, &decision.reason).into_response();
+            }
+        }
+        if let Some(kind) = rbac_write_kind(&attrs) {
+            let (parts, body) = req.into_parts();
+            let bytes = match axum::body::to_bytes(body, super::MAX_BODY_BYTES).await {
+                Ok(b) => b,
+                Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+            };
+            if let Err(e) = check_escalation(&app, &user, &attrs, kind, &parts.headers, &bytes) {
+                return e.into_response();
+            }
+            req = Request::from_parts(parts, axum::body::Body::from(bytes));
+        }
+    }
+    let rbac_write = req.method() != Method::GET
+        && req.method() != Method::HEAD
+        && req
+            .uri()
+            .path()
+            .starts_with("/apis/rbac.authorization.k8s.io/");
+    let resp = next.run(req).await;
+    if rbac_write && resp.status().is_success() {
+        app.rbac.invalidate();
+    }
+    resp
+}
+
+/// For an update or patch of a missing object of a kind that allows create-on-update (or any
+/// server-side apply, which creates): the `create` it amounts to, which must be allowed too
+/// (spec §18.2).
+fn creates_through_update(app: &App, attrs: &Attributes, apply: bool) -> Option<Attributes> {
+    let Target::Resource(r) = &attrs.target else {
+        return None;
+    };
+    if !(attrs.verb == "update" || attrs.verb == "patch") || !r.subresource.is_empty() {
+        return None;
+    }
+    let res = app
+        .registry
+        .catalog()
+        .find(&r.group, &r.version, &r.resource)?;
+    if !apply && !res.strategy.allow_create_on_update() {
+        return None;
+    }
+    let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+    match app.registry.get(&res, ns, &r.name) {
+        Err(ApiError::NotFound { .. }) => Some(Attributes {
+            verb: "create".into(),
+            target: attrs.target.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// Which RBAC kind a create, update or patch writes, if it writes one.
+fn rbac_write_kind(attrs: &Attributes) -> Option<&'static str> {
+    let Target::Resource(r) = &attrs.target else {
+        return None;
+    };
+    if r.group != "rbac.authorization.k8s.io"
+        || !r.subresource.is_empty()
+        || !matches!(attrs.verb.as_str(), "create" | "update" | "patch")
+    {
+        return None;
+    }
+    match r.resource.as_str() {
+        "roles" => Some("Role"),
+        "clusterroles" => Some("ClusterRole"),
+        "rolebindings" => Some("RoleBinding"),
+        "clusterrolebindings" => Some("ClusterRoleBinding"),
+        _ => None,
+    }
+}
+
+/// The object a write would store: the body of a create or update, or the patched object.
+/// `None` when it cannot be worked out here; the handler then reports what is wrong.
+fn written_object(
+    app: &App,
+    attrs: &Attributes,
+    r: &ResourceAttributes,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<serde_json::Value> {
+    if attrs.verb != "patch" {
+        return super::resources::decode_object(headers, body).ok();
+    }
+    let res = app
+        .registry
+        .catalog()
+        .find(&r.group, &r.version, &r.resource)?;
+    let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+    let current = app
+        .registry
+        .get_value(&res, ns, &r.name)
+        .unwrap_or_else(|_| serde_json::json!({}));
+    let ty = super::negotiate::body_type(headers).ok()?;
+    let patch = crate::patch::Patch::parse(ty, body, true).ok()?;
+    patch.apply(&res.qualified_kind(), &current).ok()
+}
+
+/// Escalation prevention (spec §18.4) for a write of an RBAC object by `user`.
+fn check_escalation(
+    app: &App,
+    user: &User,
+    attrs: &Attributes,
+    kind: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    use crate::auth::escalation::{escalation_message, missing_rules};
+    use crate::auth::rbac::{PolicyRule, RoleRef};
+
+    let Target::Resource(r) = &attrs.target else {
+        return Ok(());
+    };
+    let Some(obj) = written_object(app, attrs, r, headers, body) else {
+        return Ok(());
+    };
+    let snapshot = app.rbac.snapshot();
+    let namespace = if kind == "Role" || kind == "RoleBinding" {
+        r.namespace.as_str()
+    } else {
+        ""
+    };
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&r.name)
+        .to_string();
+    let may = |verb: &str, resource: &str, target: &str| {
+        let check = Attributes {
+            verb: verb.into(),
+            target: Target::Resource(ResourceAttributes {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                resource: resource.into(),
+                subresource: String::new(),
+                namespace: namespace.into(),
+                name: target.into(),
+            }),
+        };
+        snapshot.authorize(user, &check).allowed
+    };
+    let requested: Vec<PolicyRule> = match kind {
+        "Role" | "ClusterRole" => {
+            let plural = if kind == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            if may("escalate", plural, &r.name) {
+                return Ok(());
+            }
+            let rules: Vec<PolicyRule> =
+                serde_json::from_value(obj["rules"].clone()).unwrap_or_default();
+            if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
+                let everything = serde_json::from_value::<Vec<PolicyRule>>(serde_json::json!([
+                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                    {"nonResourceURLs": ["*"], "verbs": ["*"]}
+                ]))
+                .unwrap_or_default();
+                let (held, _) = snapshot.rules_for(user, namespace);
+                if !missing_rules(&held, &everything).is_empty() {
+                    return Err(forbidden_write(
+                        r,
+                        &name,
+                        "must have cluster-admin privileges to use the aggregationRule".into(),
+                    ));
+                }
+            }
+            rules
+        }
+        _ => {
+            let role_ref: RoleRef =
+                serde_json::from_value(obj["roleRef"].clone()).unwrap_or_default();
+            let plural = if role_ref.kind == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            if may("bind", plural, &role_ref.name) {
+                return Ok(());
+            }
+            match snapshot.role_ref_rules(&role_ref, namespace) {
+                Ok(rules) => rules.to_vec(),
+                Err(_) => {
+                    return Err(ApiError::NotFound {
+                        resource: GroupResource {
+                            group: "rbac.authorization.k8s.io".into(),
+                            resource: role_ref.kind.to_ascii_lowercase(),
+                        },
+                        name: role_ref.name,
+                    });
+                }
+            }
+        }
+    };
+    let (held, errors) = snapshot.rules_for(user, namespace);
+    let missing = missing_rules(&held, &requested);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(forbidden_write(
+        r,
+        &name,
+        escalation_message(&user.name, &user.groups, &missing, &errors),
+    ))
+}
+
+/// `<res> "<name>" is forbidden: <why>` for a write of an RBAC object.
+fn forbidden_write(r: &ResourceAttributes, name: &str, why: String) -> ApiError {
+    let resource = GroupResource {
+        group: r.group.clone(),
+        resource: r.resource.clone(),
+    };
+    ApiError::Forbidden {
+        message: format!(
+            "{resource} {} is forbidden: {why}",
+            crate::auth::rbac::quote(name)
+        ),
+        resource,
+        name: Some(name.to_string()),
+        causes: Vec::new(),
+    }
+}
+
+/// The 403 for `attrs` (spec §18.6), with the RBAC reason appended if there is one.
+pub(crate) fn forbidden(user: &str, attrs: &Attributes, reason: &str) -> ApiError {
+    let mut why = attrs.forbidden_reason(user);
+    if !reason.is_empty() {
+        why.push_str(": ");
+        why.push_str(reason);
+    }
+    match &attrs.target {
+        Target::Resource(r) => {
+            let resource = GroupResource {
+                group: r.group.clone(),
+                resource: r.resource.clone(),
+            };
+            let name = (!r.name.is_empty()).then(|| r.name.clone());
+            let message = match &name {
+                Some(n) => format!(
+                    "{resource} {} is forbidden: {why}",
+                    crate::auth::rbac::quote(n)
+                ),
+                None => format!("{resource} is forbidden: {why}"),
+            };
+            ApiError::Forbidden {
+                resource,
+                name,
+                message,
+                causes: Vec::new(),
+            }
+        }
+        Target::NonResource { .. } => ApiError::Forbidden {
+            resource: GroupResource {
+                group: String::new(),
+                resource: String::new(),
+            },
+            name: None,
+            message: format!("forbidden: {why}"),
+            causes: Vec::new(),
+        },
+    }
+}
+
+/// The name a `fieldSelector` pins with `metadata.name=X` (or `==`), if any.
+fn selected_name(query: Option<&str>) -> Option<String> {
+    let q: Vec<(String, String)> = serde_urlencoded::from_str(query?).ok()?;
+    let selector = q
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "fieldSelector")?
+        .1
+        .clone();
+    selector.split(',').find_map(|req| {
+        let req = req.trim();
+        let value = req
+            .strip_prefix("metadata.name==")
+            .or_else(|| req.strip_prefix("metadata.name="))?;
+        Some(value.trim().to_string())
+    })
+}
+
+fn watch_requested(query: Option<&str>) -> bool {
+    let Some(q) = query else { return false };
+    serde_urlencoded::from_str::<Vec<(String, String)>>(q)
+        .ok()
+        .and_then(|q| q.into_iter().rev().find(|(k, _)| k == "watch"))
+        .is_some_and(|(_, v)| !matches!(v.as_str(), "0" | "false" | "False"))
+}
+
+/// The RBAC attributes of a request (spec §18.2).
+pub(crate) fn attributes(method: &Method, uri: &Uri) -> Attributes {
+    let path = uri.path();
+    let PathTarget::Resource(p) = request::parse(path) else {
+        return Attributes {
+            verb: method.as_str().to_ascii_lowercase(),
+            target: Target::NonResource {
+                path: path.to_string(),
+            },
+        };
+    };
+    let mut name = p.name.unwrap_or_default();
+    let mut namespace = p.namespace.unwrap_or_default();
+    if p.group.is_empty() && p.resource == "namespaces" && namespace.is_empty() {
+        namespace = name.clone();
+    }
+    let watching = p.watch || watch_requested(uri.query());
+    let verb = match *method {
+        Method::GET | Method::HEAD if watching => "watch",
+        Method::GET | Method::HEAD if name.is_empty() => "list",
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if name.is_empty() => "deletecollection",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    let verb = if verb.is_empty() {
+        method.as_str().to_ascii_lowercase()
+    } else {
+        verb.to_string()
+    };
+    if name.is_empty()
+        && (verb == "list" || verb == "watch")
+        && let Some(selected) = selected_name(uri.query())
+    {
+        name = selected;
+    }
+    Attributes {
+        verb,
+        target: Target::Resource(ResourceAttributes {
+            group: p.group,
+            version: p.version,
+            resource: p.resource,
+            subresource: p.subresource.unwrap_or_default(),
+            namespace,
+            name,
+        }),
+    }
+}
+
+fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = s.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn impersonate_attrs(
+    group: &str,
+    resource: &str,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+) -> Attributes {
+    Attributes {
+        verb: "impersonate".into(),
+        target: Target::Resource(ResourceAttributes {
+            group: group.into(),
+            version: String::new(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }),
+    }
+}
+
+/// Applies `Impersonate-*` headers: each item authorized for `caller` with verb `impersonate`,
+/// then the identity they describe. `Ok(None)` when there are none.
+fn impersonate(
+    app: &App,
+    caller: &User,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<Option<Arc<User>>, Box<Response>> {
+    let user = header_values(headers, "impersonate-user")
+        .into_iter()
+        .next();
+    let groups = header_values(headers, "impersonate-group");
+    let uid = header_values(headers, "impersonate-uid").into_iter().next();
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers {
+        if let Some(key) = name.as_str().strip_prefix("impersonate-extra-")
+            && let Ok(v) = value.to_str()
+        {
+            extra
+                .entry(percent_decode(&key.to_ascii_lowercase()))
+                .or_default()
+                .push(v.to_string());
+        }
+    }
+    let Some(username) = user else {
+        if groups.is_empty() && uid.is_none() && extra.is_empty() {
+            return Ok(None);
+        }
+        let mut requested: Vec<String> = groups.iter().map(|g| format!("group {g:?}")).collect();
+        requested.extend(uid.iter().map(|u| format!("uid {u:?}")));
+        requested.extend(extra.keys().map(|k| format!("user-extra {k:?}")));
+        let body = format!(
+            "Internal Server Error: {:?}: requested [{}] without impersonating a user",
+            uri.to_string(),
+            requested.join(" ")
+        );
+        let mut resp = (StatusCode::INTERNAL_SERVER_ERROR, body).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return Err(Box::new(resp));
+    };
+    let sa = username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let mut checks = vec![match sa {
+        Some((ns, name)) => impersonate_attrs("", "serviceaccounts", "", ns, name),
+        None => impersonate_attrs("", "users", "", "", &username),
+    }];
+    checks.extend(
+        groups
+            .iter()
+            .map(|g| impersonate_attrs("", "groups", "", "", g)),
+    );
+    checks.extend(
+        uid.iter()
+            .map(|u| impersonate_attrs("authentication.k8s.io", "uids", "", "", u)),
+    );
+    for (key, values) in &extra {
+        for v in values {
+            checks.push(impersonate_attrs(
+                "authentication.k8s.io",
+                "userextras",
+                key,
+                "",
+                v,
+            ));
+        }
+    }
+    if !is_master(caller) {
+        let snapshot = app.rbac.snapshot();
+        for attrs in &checks {
+            let decision = snapshot.authorize(caller, attrs);
+            if !decision.allowed {
+                return Err(Box::new(
+                    forbidden(&caller.name, attrs, &decision.reason).into_response(),
+                ));
+            }
+        }
+    }
+    let mut groups = groups;
+    if groups.is_empty()
+        && let Some((ns, _)) = sa
+    {
+        groups = vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+        ];
+    }
+    if username == "system:anonymous" {
+        if !groups.iter().any(|g| g == "system:unauthenticated") {
+            groups.push("system:unauthenticated".into());
+        }
+    } else if !groups
+        .iter()
+        .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
+    {
+        groups.push("system:authenticated".into());
+    }
+    Ok(Some(Arc::new(User {
+        name: username,
+        groups,
+        uid: uid.unwrap_or_default(),
+        extra,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(method: Method, uri: &str) -> Attributes {
+        attributes(&method, &uri.parse().expect("uri"))
+    }
+
+    fn resource(a: &Attributes) -> (&str, &ResourceAttributes) {
+        match &a.target {
+            Target::Resource(r) => (a.verb.as_str(), r),
+            Target::NonResource { .. } => panic!("not a resource request"),
+        }
+    }
+
+    #[test]
+    fn reading_a_namespace_names_it_as_the_namespace_too() {
+        let a = attrs(Method::GET, "/api/v1/namespaces/demo");
+        let (verb, r) = resource(&a);
+        assert_eq!(
+            (verb, r.name.as_str(), r.namespace.as_str()),
+            ("get", "demo", "demo")
+        );
+    }
+
+    #[test]
+    fn a_field_selected_name_is_the_name_of_a_list_or_watch() {
+        let a = attrs(
+            Method::GET,
+            "/api/v1/namespaces/demo/configmaps?fieldSelector=metadata.name%3Dx&watch=true",
+        );
+        let (verb, r) = resource(&a);
+        assert_eq!((verb, r.name.as_str()), ("watch", "x"));
+        let a = attrs(
+            Method::GET,
+            "/api/v1/namespaces/demo/configmaps?watch=false",
+        );
+        assert_eq!(resource(&a).0, "list");
+    }
+
+    #[test]
+    fn verbs_follow_the_method_and_the_presence_of_a_name() {
+        assert_eq!(
+            resource(&attrs(Method::POST, "/api/v1/namespaces/d/configmaps")).0,
+            "create"
+        );
+        assert_eq!(
+            resource(&attrs(Method::DELETE, "/api/v1/namespaces/d/configmaps")).0,
+            "deletecollection"
+        );
+        assert_eq!(
+            resource(&attrs(Method::DELETE, "/api/v1/namespaces/d/configmaps/x")).0,
+            "delete"
+        );
+        let a = attrs(
+            Method::PUT,
+            "/apis/apps/v1/namespaces/d/deployments/web/status",
+        );
+        let (verb, r) = resource(&a);
+        assert_eq!((verb, r.subresource.as_str()), ("update", "status"));
+    }
+
+    #[test]
+    fn other_paths_are_non_resource_requests() {
+        let a = attrs(Method::GET, "/apis/apps/v1");
+        assert_eq!(
+            a.target,
+            Target::NonResource {
+                path: "/apis/apps/v1".into()
+            }
+        );
+        let a = attrs(Method::GET, "/metrics");
+        assert_eq!(
+            forbidden("alice", &a, "").to_string(),
+            r#"forbidden: User "alice" cannot get path "/metrics""#
+        );
+    }
+
+    #[test]
+    fn percent_encoded_extra_keys_are_decoded() {
+        assert_eq!(
+            percent_decode("scopes.example.com%2fx"),
+            "scopes.example.com/x"
+        );
+    }
+}
