@@ -298,6 +298,9 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// Settles a handed-out key. Returns what a retry did and whether the key went back into
     /// `ready`.
     fn settle(&mut self, key: K, how: Settle, metrics: Option<&QueueMetrics>) -> (Retry, bool) {
+        if let Settle::Done = how {
+            return (Retry::After(Duration::ZERO), self.settle_done(key));
+        }
         let now = Instant::now();
         let max_retries = self.max_retries;
         let shut_down = self.shut_down;
@@ -355,6 +358,26 @@ impl<K: Clone + Eq + Hash> State<K> {
             None => self.remove_if_idle(&key),
         }
         (outcome, requeue)
+    }
+
+    /// The common case of [`settle`](Self::settle), with one hash lookup.
+    fn settle_done(&mut self, key: K) -> bool {
+        let hash_map::Entry::Occupied(mut o) = self.entries.entry(key) else {
+            unreachable!("a handed-out key has an entry");
+        };
+        let entry = o.get_mut();
+        debug_assert!(entry.processing, "a handed-out key is processing");
+        entry.processing = false;
+        entry.failures = 0;
+        self.processing -= 1;
+        if entry.queued && !self.shut_down {
+            self.ready.push_back(o.key().clone());
+            return true;
+        }
+        if entry.is_idle() {
+            o.remove();
+        }
+        false
     }
 
     fn remove_if_idle(&mut self, key: &K) {
