@@ -6,3 +6,11 @@
 //! shared informers, leader election, metrics, health probes and graceful shutdown.
 //! Everything talks to the API server through `kube::Client`, so the same code runs
 //! against kore-apiserver in tests and against a real cluster in production.
+
+pub mod cache;
+pub mod client;
+pub mod informer;
+
+pub use cache::{ObjectKey, Store};
+pub use client::CachedClient;
+pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
