@@ -6,3 +6,7 @@
 //! shared informers, leader election, metrics, health probes and graceful shutdown.
 //! Everything talks to the API server through `kube::Client`, so the same code runs
 //! against kore-apiserver in tests and against a real cluster in production.
+
+pub mod manager;
+
+pub use manager::{Manager, Runnable};
