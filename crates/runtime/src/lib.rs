@@ -10,9 +10,11 @@
 pub mod cache;
 pub mod client;
 pub mod informer;
+pub mod manager;
 pub mod metrics;
 pub mod queue;
 
 pub use cache::{ObjectKey, Store};
 pub use client::CachedClient;
 pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
+pub use manager::{Manager, Runnable};
