@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod client;
+pub mod controller;
 pub mod informer;
 pub mod manager;
 pub mod metrics;
@@ -16,5 +17,6 @@ pub mod queue;
 
 pub use cache::{ObjectKey, Store};
 pub use client::CachedClient;
+pub use controller::{Action, Controller, Reconciler};
 pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
 pub use manager::{Manager, Runnable};
