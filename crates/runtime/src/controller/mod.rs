@@ -63,8 +63,8 @@ pub use self::predicate::Predicate;
 pub use self::reconciler::{
     Action, FnReconciler, ReconcileError, Reconciler, Request, reconciler_fn,
 };
-pub use self::worker::REASON_QUARANTINED;
 use self::source::{MapFn, SourceFn, Tombstones};
+pub use self::worker::REASON_QUARANTINED;
 use crate::cache::{ObjectKey, Store};
 use crate::informer::{Informable, InformerConfig, Informers, SharedInformer};
 use crate::manager::{RunError, Runnable};
@@ -341,7 +341,9 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
         let mut pool = JoinSet::new();
         if !shutdown.is_cancelled() {
             tracing::info!(controller = %name, workers, "starting workers");
-            metrics.max_concurrent.set(i64::try_from(workers).unwrap_or(i64::MAX));
+            metrics
+                .max_concurrent
+                .set(i64::try_from(workers).unwrap_or(i64::MAX));
             let shared = Arc::new(worker::Shared {
                 name: name.clone(),
                 queue: queue.clone(),
@@ -389,21 +391,29 @@ impl<K: Informable, R: Reconciler<K>> Runnable for Controller<K, R> {
         self.leader_election
     }
 
-    fn run(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunError>> {
+    fn run(
+        self: Box<Self>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), RunError>> {
         Box::pin(async move { (*self).run(shutdown).await.map_err(RunError::from) })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::Ready;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
     use super::*;
+
+    type Outcome = Result<Action, ReconcileError<std::io::Error>>;
+    type Plain = FnReconciler<fn(Request<ConfigMap>) -> Ready<Outcome>, ConfigMap, std::io::Error>;
 
     fn assert_send<T: Send>(_: &T) {}
 
     #[allow(dead_code)] // compiled, never run: keeps the public futures `Send`
-    fn run_futures_are_send(
-        c: Controller<k8s_openapi::api::core::v1::ConfigMap, FnReconciler<fn(Request<k8s_openapi::api::core::v1::ConfigMap>) -> std::future::Ready<Result<Action, ReconcileError<std::io::Error>>>, k8s_openapi::api::core::v1::ConfigMap, std::io::Error>>,
-    ) {
+    fn run_futures_are_send(c: Controller<ConfigMap, Plain>) {
         let fut = c.run(CancellationToken::new());
         assert_send(&fut);
     }

@@ -212,13 +212,20 @@ mod tests {
         assert!(gen_or_labels.accepts(&update(&a, &b)));
         let gen_and_labels = generation_changed::<ConfigMap>().and(labels_changed());
         assert!(!gen_and_labels.accepts(&update(&a, &b)));
-        assert!(generation_changed::<ConfigMap>().not().accepts(&update(&a, &b)));
+        assert!(
+            generation_changed::<ConfigMap>()
+                .not()
+                .accepts(&update(&a, &b))
+        );
         let named_b = Predicate::new(|e: &Event<'_, ConfigMap>| {
             e.object().metadata.resource_version.as_deref() == Some("2")
         });
         assert!(named_b.accepts(&update(&a, &b)));
         assert!(!named_b.accepts(&Event::Create(&a)));
-        assert!(!named_b.creates_pass(), "a custom predicate may filter creates");
+        assert!(
+            !named_b.creates_pass(),
+            "a custom predicate may filter creates"
+        );
         assert!(!named_b.clone().and(gen_or_labels.clone()).creates_pass());
         assert!(named_b.or(gen_or_labels).creates_pass());
     }

@@ -84,7 +84,10 @@ pub(crate) async fn primary<K: Informable>(
             None => return,
             Some(Change::Applied { old, new }) => {
                 let event = match &old {
-                    Some(old) => Event::Update { old: &**old, new: &*new },
+                    Some(old) => Event::Update {
+                        old: &**old,
+                        new: &*new,
+                    },
                     None => Event::Create(&*new),
                 };
                 if accepts(predicate, &event) {
@@ -212,8 +215,8 @@ fn is_cluster_scoped<K: Resource>() -> bool {
 mod tests {
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
-    use kube::core::OwnerReference;
 
     use super::*;
 
@@ -249,7 +252,10 @@ mod tests {
         ]);
         assert_eq!(map(&rs), vec![ObjectKey::namespaced("ns", "web")]);
         let other_kind = owned_by(vec![reference("v1", "Deployment", "web", true)]);
-        assert!(map(&other_kind).is_empty(), "the core group has no Deployment");
+        assert!(
+            map(&other_kind).is_empty(),
+            "the core group has no Deployment"
+        );
     }
 
     #[test]

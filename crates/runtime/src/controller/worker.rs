@@ -58,10 +58,7 @@ where
             .catch_unwind()
             .instrument(span.clone())
             .await;
-        shared
-            .metrics
-            .time
-            .observe(started.elapsed().as_secs_f64());
+        shared.metrics.time.observe(started.elapsed().as_secs_f64());
         shared.metrics.active_workers.dec();
         let _entered = span.enter();
         match outcome {
@@ -120,22 +117,19 @@ where
     K: Informable,
 {
     shared.metrics.quarantined.inc();
-    tracing::error!(
-        "reconcile keeps failing; not retrying until the object changes"
-    );
+    tracing::error!("reconcile keeps failing; not retrying until the object changes");
     let Some(obj) = shared.store.get(&key) else {
         return;
     };
     let involved = obj.object_ref(&());
-    let namespace = key.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    let namespace = key
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let now = Time(jiff::Timestamp::now());
     let event = CoreEvent {
         metadata: ObjectMeta {
-            name: Some(format!(
-                "{}.{:016x}",
-                key.name,
-                rand::random::<u64>()
-            )),
+            name: Some(format!("{}.{:016x}", key.name, rand::random::<u64>())),
             namespace: Some(namespace.clone()),
             ..ObjectMeta::default()
         },
