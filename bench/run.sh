@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The kore-apiserver benchmark, in one command:  bash bench/run.sh [kore-bench options]
+# The kore benchmarks, in one command:  bash bench/run.sh [kore-bench options]
+# (the API server suite by default; `--suite runtime` or `--suite crd` for the others)
 #
 # Builds the release binaries, installs etcd (Debian's etcd-server) when it is missing, runs
 # target/release/kore-bench and leaves the results in bench/results/ (apiserver.md, .json,
@@ -9,6 +10,28 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 started=$(date +%s)
+
+# `--suite NAME` runs another suite (runtime, crd): no kore process, no etcd.
+suite=""
+prev=""
+for arg in "$@"; do
+    case "$arg" in
+        --suite=*) suite="${arg#--suite=}" ;;
+    esac
+    if [ "$prev" = "--suite" ]; then suite="$arg"; fi
+    prev="$arg"
+done
+if [ -n "$suite" ]; then
+    echo "==> building kore-bench (release)" >&2
+    cargo build --release -p kore-bench >&2
+    echo "==> running the $suite suite" >&2
+    target/release/kore-bench --out bench/results --scratch target/kore-bench "$@"
+    if command -v rsvg-convert >/dev/null 2>&1; then
+        rsvg-convert -f png -o "bench/results/$suite.png" "bench/results/$suite.svg"
+    fi
+    echo "==> done in $(($(date +%s) - started)) s (including the build)" >&2
+    exit 0
+fi
 
 echo "==> building kore and kore-bench (release)" >&2
 cargo build --release -p kore-cli -p kore-bench >&2

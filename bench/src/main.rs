@@ -15,7 +15,6 @@ mod load;
 mod procs;
 mod report;
 mod scenarios;
-#[allow(dead_code)] // wired to `--suite` as the suites land
 mod suite;
 mod svg;
 mod watch;
@@ -35,9 +34,9 @@ use crate::scenarios::Settings;
 #[derive(Parser, Debug)]
 #[command(name = "kore-bench", args_override_self = true)]
 struct Args {
-    /// The `kore` binary (a release build).
+    /// The `kore` binary (a release build); needed by the apiserver suite.
     #[arg(long)]
-    kore: PathBuf,
+    kore: Option<PathBuf>,
     /// The `etcd` binary; without it the etcd column reads n/a.
     #[arg(long)]
     etcd: Option<PathBuf>,
@@ -75,6 +74,41 @@ struct Args {
     /// perf or strace while it runs).
     #[arg(long, value_enum)]
     only: Option<Only>,
+    /// Run another suite than the API server's and write `NAME.{md,json,svg}`.
+    #[arg(long, value_enum)]
+    suite: Option<Suite>,
+    /// Reduced sizes: a smoke test of a suite, not a result.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The suites beside the API server's.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Suite {
+    /// kore-runtime: workqueue, reconciles, cache memory, sync time (issue 4).
+    Runtime,
+    /// Custom resources: schema validation, garbage collection, server-side apply (issue 3).
+    Crd,
+}
+
+impl Suite {
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Runtime => "runtime",
+            Suite::Crd => "crd",
+        }
+    }
+}
+
+/// Runs one suite's measurements, in order.
+async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>> {
+    let rows = Vec::new();
+    match suite {
+        Suite::Runtime => {}
+        Suite::Crd => {}
+    }
+    let _ = quick;
+    Ok(rows)
 }
 
 /// The measurements `--only` can pick.
@@ -107,14 +141,26 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
-    let kore = std::fs::canonicalize(&args.kore)
-        .with_context(|| format!("no kore binary at {}", args.kore.display()))?;
     std::fs::create_dir_all(&args.scratch)
         .with_context(|| format!("creating {}", args.scratch.display()))?;
     let scratch = std::fs::canonicalize(&args.scratch)?;
+    let machine = machine(&scratch);
+    if let Some(which) = args.suite {
+        eprintln!("kore-bench: suite {}", which.name());
+        let rows = run_suite(which, args.quick).await?;
+        let results = suite::SuiteResults {
+            suite: which.name(),
+            machine: &machine,
+            quick: args.quick,
+            rows: &rows,
+        };
+        return suite::write(&args.out, &results);
+    }
+    let kore = args.kore.as_deref().context("--kore is required for the apiserver suite")?;
+    let kore = std::fs::canonicalize(kore)
+        .with_context(|| format!("no kore binary at {}", kore.display()))?;
     // Logs of the previous run would only confuse.
     let _ = std::fs::remove_dir_all(scratch.join("logs"));
-    let machine = machine(&scratch);
     let settings = Settings {
         kore,
         scratch,

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 /// What a row's value is held to.
+#[allow(dead_code)] // each suite uses some of them
 #[derive(Clone, Copy, Debug, Serialize)]
 pub(crate) enum Target {
     /// kore's value must be at least this.
@@ -48,4 +49,124 @@ impl Row {
             Target::LeanerThanPeer(r) => ratio(self.peer.as_ref()?.1, self.kore)? >= r,
         })
     }
+}
+
+/// A suite's results as written to `NAME.json`.
+#[derive(Debug, Serialize)]
+pub(crate) struct SuiteResults<'a> {
+    /// The suite's name.
+    pub(crate) suite: &'a str,
+    /// Where and on what it ran.
+    pub(crate) machine: &'a crate::report::Machine,
+    /// Whether sizes were reduced (`--quick`): such numbers are smoke tests, not results.
+    pub(crate) quick: bool,
+    /// The measurements.
+    pub(crate) rows: &'a [Row],
+}
+
+/// How far the row is from its target as a factor where 1.0 just meets it and more is better.
+pub(crate) fn margin(row: &Row) -> Option<f64> {
+    let peer = row.peer.as_ref().map(|p| p.1);
+    let v = row.kore;
+    let m = match row.target? {
+        Target::AtLeast(x) => v / x,
+        Target::Below(x) | Target::AtMost(x) => x / v,
+        Target::FasterThanPeer(r) => v / peer? / r,
+        Target::LeanerThanPeer(r) => peer? / v / r,
+    };
+    m.is_finite().then_some(m)
+}
+
+fn number(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        crate::svg::thousands(v)
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The suite's Markdown table.
+pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
+    use std::fmt::Write as _;
+    let m = results.machine;
+    let mut out = String::new();
+    let _ = writeln!(out, "# kore benchmark suite: {}\n", results.suite);
+    let _ = writeln!(
+        out,
+        "{} · commit {} · {} × {} · load {}{}\n",
+        m.date,
+        m.commit,
+        m.nproc,
+        m.cpu,
+        m.loadavg.trim(),
+        if results.quick { " · QUICK (reduced sizes)" } else { "" }
+    );
+    let _ = writeln!(out, "| measure | kore | peer | ratio | target | result | note |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---|---|");
+    for row in results.rows {
+        let (peer, ratio) = match &row.peer {
+            Some((name, p)) => (
+                format!("{} ({name})", number(*p)),
+                if *p > 0.0 { format!("{:.2}×", row.kore / p) } else { "n/a".into() },
+            ),
+            None => ("—".into(), "—".into()),
+        };
+        let target = match row.target {
+            None => "—".to_owned(),
+            Some(Target::AtLeast(x)) => format!("≥ {} {}", number(x), row.unit),
+            Some(Target::Below(x)) => format!("< {} {}", number(x), row.unit),
+            Some(Target::AtMost(x)) => format!("≤ {} {}", number(x), row.unit),
+            Some(Target::FasterThanPeer(r)) => format!("≥ {r}× the peer"),
+            Some(Target::LeanerThanPeer(r)) => format!("≥ {r}× leaner than the peer"),
+        };
+        let result = match row.pass() {
+            Some(true) => "PASS",
+            Some(false) => "MISS",
+            None => "—",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} {} | {peer} | {ratio} | {target} | {result} | {} |",
+            row.measure,
+            number(row.kore),
+            row.unit,
+            row.note
+        );
+    }
+    out
+}
+
+/// The suite's chart: each measure's margin over its target (1.0 just meets it).
+pub(crate) fn chart(results: &SuiteResults<'_>) -> String {
+    let rows: Vec<&Row> = results.rows.iter().filter(|r| margin(r).is_some()).collect();
+    let groups: Vec<String> = rows.iter().map(|r| r.measure.clone()).collect();
+    let series = [crate::svg::Series {
+        name: "kore ÷ target (≥ 1 meets it)".into(),
+        color: "#2b6cb0",
+        values: rows.iter().map(|r| margin(r)).collect(),
+    }];
+    crate::svg::bar_chart(
+        &format!("kore {} suite: margin over target", results.suite),
+        "× target",
+        &groups,
+        &series,
+    )
+}
+
+/// Writes `NAME.md`, `NAME.json` and `NAME.svg` under `out` and prints the table.
+pub(crate) fn write(out: &std::path::Path, results: &SuiteResults<'_>) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let md = markdown(results);
+    print!("{md}");
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let name = results.suite;
+    std::fs::write(out.join(format!("{name}.md")), &md)?;
+    std::fs::write(
+        out.join(format!("{name}.json")),
+        serde_json::to_string_pretty(results)?,
+    )?;
+    std::fs::write(out.join(format!("{name}.svg")), chart(results))?;
+    Ok(())
 }
