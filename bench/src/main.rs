@@ -21,6 +21,7 @@ mod procs;
 #[allow(dead_code)] // wired to `--suite` by the lead
 mod rbac;
 mod report;
+mod runtime_queue;
 mod scenarios;
 #[allow(dead_code)] // wired to `--suite` by the lead
 mod schema;
@@ -111,12 +112,11 @@ impl Suite {
 
 /// Runs one suite's measurements, in order.
 async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>> {
-    let rows = Vec::new();
+    let mut rows = Vec::new();
     match suite {
-        Suite::Runtime => {}
+        Suite::Runtime => rows.extend(runtime_queue::run(quick).await?),
         Suite::Crd => {}
     }
-    let _ = quick;
     Ok(rows)
 }
 
@@ -165,7 +165,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         };
         return suite::write(&args.out, &results);
     }
-    let kore = args.kore.as_deref().context("--kore is required for the apiserver suite")?;
+    let kore = args
+        .kore
+        .as_deref()
+        .context("--kore is required for the apiserver suite")?;
     let kore = std::fs::canonicalize(kore)
         .with_context(|| format!("no kore binary at {}", kore.display()))?;
     // Logs of the previous run would only confuse.

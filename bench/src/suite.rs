@@ -101,15 +101,26 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
         m.nproc,
         m.cpu,
         m.loadavg.trim(),
-        if results.quick { " · QUICK (reduced sizes)" } else { "" }
+        if results.quick {
+            " · QUICK (reduced sizes)"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(out, "| measure | kore | peer | ratio | target | result | note |");
+    let _ = writeln!(
+        out,
+        "| measure | kore | peer | ratio | target | result | note |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---|---|---|");
     for row in results.rows {
         let (peer, ratio) = match &row.peer {
             Some((name, p)) => (
                 format!("{} ({name})", number(*p)),
-                if *p > 0.0 { format!("{:.2}×", row.kore / p) } else { "n/a".into() },
+                if *p > 0.0 {
+                    format!("{:.2}×", row.kore / p)
+                } else {
+                    "n/a".into()
+                },
             ),
             None => ("—".into(), "—".into()),
         };
@@ -140,7 +151,11 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
 
 /// The suite's chart: each measure's margin over its target (1.0 just meets it).
 pub(crate) fn chart(results: &SuiteResults<'_>) -> String {
-    let rows: Vec<&Row> = results.rows.iter().filter(|r| margin(r).is_some()).collect();
+    let rows: Vec<&Row> = results
+        .rows
+        .iter()
+        .filter(|r| margin(r).is_some())
+        .collect();
     let groups: Vec<String> = rows.iter().map(|r| r.measure.clone()).collect();
     let series = [crate::svg::Series {
         name: "kore ÷ target (≥ 1 meets it)".into(),

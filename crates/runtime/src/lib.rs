@@ -6,3 +6,17 @@
 //! shared informers, leader election, metrics, health probes and graceful shutdown.
 //! Everything talks to the API server through `kube::Client`, so the same code runs
 //! against kore-apiserver in tests and against a real cluster in production.
+
+pub mod cache;
+pub mod client;
+pub mod controller;
+pub mod informer;
+pub mod manager;
+pub mod metrics;
+pub mod queue;
+
+pub use cache::{ObjectKey, Store};
+pub use client::CachedClient;
+pub use controller::{Action, Controller, Reconciler};
+pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
+pub use manager::{Manager, Runnable};

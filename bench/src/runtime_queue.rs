@@ -1,0 +1,260 @@
+//! The workqueue and controller suite: workqueue items/s, and no-op reconciles/s end to end
+//! against kube-runtime's `Controller` over the same cached objects in the same run.
+//!
+//! - **Workqueue items/s**: one producer thread adds distinct keys as fast as it can while two
+//!   workers take and settle them; the clock stops when the last key is settled. The queue has
+//!   a token bucket so generous that it never delays, so the queue itself is measured. Keys are
+//!   made before the clock starts.
+//! - **No-op reconciles/s**: objects are created in an in-process kore-apiserver, both
+//!   controllers list them into their caches, then every cached key is enqueued, round after
+//!   round, and the clock stops when the last reconcile of the last round returns. kore enqueues
+//!   through `Controller::queue()`; kube-runtime through `reconcile_all_on`. Each round waits
+//!   for the previous one, so every enqueue is a reconcile (nothing collapses).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::{self, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kore_runtime::Informers;
+use kore_runtime::cache::ObjectKey;
+use kore_runtime::controller::{Action, Controller, ReconcileError, Request, reconciler_fn};
+use kore_runtime::queue::{Queue, QueueConfig, TokenBucket};
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::suite::{Row, Target};
+
+/// Runs the suite; `quick` uses small sizes for a smoke test.
+pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
+    let items: u64 = if quick { 100_000 } else { 4_000_000 };
+    let (objects, rounds) = if quick { (200, 5) } else { (2_000, 50) };
+    let mut rows = Vec::new();
+
+    let int_keys = queue_items_per_sec((0..items).collect()).await?;
+    rows.push(Row {
+        measure: "workqueue items/s (1 producer, 2 workers, u64 keys)".into(),
+        kore: int_keys,
+        unit: "items/s".into(),
+        peer: None,
+        target: Some(Target::AtLeast(4_000_000.0)),
+        note: format!("{items} distinct keys; add, next, settle; no metrics"),
+    });
+    let object_keys = (0..items / 4)
+        .map(|i| ObjectKey::namespaced(format!("ns-{}", i % 16), format!("object-{i}")))
+        .collect();
+    rows.push(Row {
+        measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
+        kore: queue_items_per_sec(object_keys).await?,
+        unit: "items/s".into(),
+        peer: None,
+        target: None,
+        note: format!(
+            "{} distinct namespace/name keys, as a controller's queue holds",
+            items / 4
+        ),
+    });
+
+    let env = kore_testenv::TestEnv::start().await?;
+    create_objects(&env.client(), objects).await?;
+    let kube_rate = kube_runtime_reconciles(env.client(), objects, rounds).await?;
+    let kore_rate = kore_reconciles(env.client(), objects, rounds, false).await?;
+    let kore_reading = kore_reconciles(env.client(), objects, rounds, true).await?;
+    let note = format!("{objects} cached ConfigMaps × {rounds} rounds, 2 kore workers");
+    rows.push(Row {
+        measure: "no-op reconciles/s, objects cached".into(),
+        kore: kore_rate,
+        unit: "reconciles/s".into(),
+        peer: Some(("kube-runtime".into(), kube_rate)),
+        target: Some(Target::AtLeast(1_000_000.0)),
+        note: note.clone(),
+    });
+    rows.push(Row {
+        measure: "reconciles/s reading the object from the cache".into(),
+        kore: kore_reading,
+        unit: "reconciles/s".into(),
+        peer: Some(("kube-runtime".into(), kube_rate)),
+        target: None,
+        note: format!(
+            "{note}; kore decodes each read from its packed cache, kube hands out a held Arc"
+        ),
+    });
+    Ok(rows)
+}
+
+/// Items per second through a queue: one producer thread, two worker tasks.
+async fn queue_items_per_sec<K>(keys: Vec<K>) -> anyhow::Result<f64>
+where
+    K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    let n = keys.len() as u64;
+    let queue: Queue<K> =
+        Queue::new(QueueConfig::default().token_bucket(TokenBucket::new(1e12, u32::MAX)));
+    let settled = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(Notify::new());
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let (queue, settled, finished) = (queue.clone(), settled.clone(), finished.clone());
+        workers.push(tokio::spawn(async move {
+            while let Some(guard) = queue.next().await {
+                drop(guard);
+                if settled.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                    finished.notify_one();
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    let producer = {
+        let queue = queue.clone();
+        std::thread::spawn(move || {
+            for key in keys {
+                queue.add(key);
+            }
+        })
+    };
+    finished.notified().await;
+    let elapsed = started.elapsed();
+    producer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the producer panicked"))?;
+    queue.shutdown();
+    for w in workers {
+        w.await?;
+    }
+    Ok(n as f64 / elapsed.as_secs_f64())
+}
+
+async fn create_objects(client: &kube::Client, n: usize) -> anyhow::Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(format!("bench-{i}")),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([("key".to_owned(), format!("value-{i}"))].into()),
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm).await
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+/// Counts reconciles and wakes a waiter when the count reaches a target.
+#[derive(Default)]
+struct Counter {
+    count: AtomicU64,
+    target: AtomicU64,
+    reached: Notify,
+}
+
+impl Counter {
+    fn hit(&self) {
+        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.target.load(Ordering::Relaxed) {
+            self.reached.notify_one();
+        }
+    }
+
+    async fn wait_for(&self, target: u64) {
+        self.target.store(target, Ordering::Relaxed);
+        loop {
+            let reached = self.reached.notified();
+            if self.count.load(Ordering::Relaxed) >= target {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), reached).await;
+        }
+    }
+}
+
+/// kore's controller: reconciles per second over `rounds` rounds of every cached key.
+async fn kore_reconciles(
+    client: kube::Client,
+    objects: usize,
+    rounds: usize,
+    read: bool,
+) -> anyhow::Result<f64> {
+    let informers = Informers::new(client);
+    let shutdown = CancellationToken::new();
+    let counter = Arc::new(Counter::default());
+    let c = counter.clone();
+    let controller = Controller::for_::<ConfigMap>(&informers)
+        .named(if read { "bench-read" } else { "bench" })
+        .max_concurrent_reconciles(2)
+        .build(reconciler_fn(move |request: Request<ConfigMap>| {
+            if read {
+                std::hint::black_box(request.object());
+            }
+            c.hit();
+            std::future::ready(Ok::<_, ReconcileError<Infallible>>(Action::done()))
+        }));
+    let (queue, store) = (controller.queue(), controller.store());
+    informers.start(shutdown.clone());
+    let task = tokio::spawn(controller.run(shutdown.clone()));
+    store.wait_until_synced().await;
+    let objects = objects as u64;
+    counter.wait_for(objects).await;
+    let started = Instant::now();
+    for round in 1..=rounds as u64 {
+        for key in store.keys() {
+            queue.add(key);
+        }
+        counter.wait_for(objects * (round + 1)).await;
+    }
+    let elapsed = started.elapsed();
+    shutdown.cancel();
+    task.await??;
+    Ok((objects * rounds as u64) as f64 / elapsed.as_secs_f64())
+}
+
+/// kube-runtime's controller over the same objects: reconciles per second.
+async fn kube_runtime_reconciles(
+    client: kube::Client,
+    objects: usize,
+    rounds: usize,
+) -> anyhow::Result<f64> {
+    use kube::runtime::{controller, watcher};
+
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (mut trigger, triggers) = futures::channel::mpsc::channel::<()>(1);
+    let controller =
+        controller::Controller::new(api, watcher::Config::default()).reconcile_all_on(triggers);
+    let store = controller.store();
+    let counter = Arc::new(Counter::default());
+    let task = tokio::spawn(
+        controller
+            .run(
+                |_obj: Arc<ConfigMap>, counter: Arc<Counter>| async move {
+                    counter.hit();
+                    Ok::<_, Infallible>(controller::Action::await_change())
+                },
+                |_obj, _err: &Infallible, _ctx| controller::Action::await_change(),
+                counter.clone(),
+            )
+            .for_each(|_| futures::future::ready(())),
+    );
+    store.wait_until_ready().await?;
+    let objects = objects as u64;
+    counter.wait_for(objects).await;
+    let started = Instant::now();
+    for round in 1..=rounds as u64 {
+        futures::SinkExt::send(&mut trigger, ()).await?;
+        counter.wait_for(objects * (round + 1)).await;
+    }
+    let elapsed = started.elapsed();
+    task.abort();
+    Ok((objects * rounds as u64) as f64 / elapsed.as_secs_f64())
+}

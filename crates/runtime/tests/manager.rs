@@ -1,0 +1,459 @@
+//! The manager against a real in-process API server: leader election between two managers,
+//! graceful shutdown, and the metrics and health server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kore_runtime::manager::{self, LeaseConfig, Manager, runnable_fn};
+use kube::api::{Api, PostParams};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_secs(15);
+const RETRY: Duration = Duration::from_secs(2);
+
+/// A manager whose one leader-only runnable publishes whether it runs.
+fn candidate(client: kube::Client, id: &str) -> (Manager, watch::Receiver<bool>) {
+    let (tx, rx) = watch::channel(false);
+    let job = runnable_fn("leader-work", move |shutdown| async move {
+        tx.send_replace(true);
+        shutdown.cancelled().await;
+        tx.send_replace(false);
+        Ok(())
+    });
+    let mgr = Manager::builder(client)
+        .handle_signals(false)
+        .leader_election(LeaseConfig::new("default", "kore-test").identity(id))
+        .add(Box::new(job))
+        .build();
+    (mgr, rx)
+}
+
+async fn wait_for(rx: &mut watch::Receiver<bool>, value: bool) {
+    rx.wait_for(|v| *v == value)
+        .await
+        .expect("the runnable's sender lives");
+}
+
+async fn holder(client: &kube::Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    leases
+        .get("kore-test")
+        .await
+        .expect("the lease exists")
+        .spec
+        .and_then(|s| s.holder_identity)
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_leader_runs_leader_only_work_and_a_killed_leader_is_replaced_within_the_lease()
+-> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let (a, mut a_runs) = candidate(env.client(), "a");
+    let a_task = tokio::spawn(a.run());
+    wait_for(&mut a_runs, true).await;
+    assert_eq!(holder(&env.client()).await.as_deref(), Some("a"));
+
+    let (b, mut b_runs) = candidate(env.client(), "b");
+    let b_stop = b.shutdown_handle();
+    let b_task = tokio::spawn(b.run());
+    // b keeps trying for several retry periods but never runs leader work while a renews.
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(*a_runs.borrow());
+    assert!(!*b_runs.borrow());
+
+    // Kill a without releasing: its tasks go away with its future.
+    a_task.abort();
+    let killed = Instant::now();
+    wait_for(&mut b_runs, true).await;
+    let handover = killed.elapsed();
+    assert!(
+        handover <= LEASE + RETRY.mul_f64(1.2) + RETRY,
+        "handover took {handover:?}"
+    );
+    assert!(
+        handover >= LEASE - RETRY,
+        "b took over a live lease after {handover:?}"
+    );
+    assert_eq!(holder(&env.client()).await.as_deref(), Some("b"));
+
+    b_stop.shutdown();
+    b_task.await??;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_graceful_stop_releases_the_lease_so_the_standby_takes_over_at_once() -> anyhow::Result<()>
+{
+    let env = kore_testenv::TestEnv::start().await?;
+    let (a, mut a_runs) = candidate(env.client(), "a");
+    let a_stop = a.shutdown_handle();
+    let a_task = tokio::spawn(a.run());
+    wait_for(&mut a_runs, true).await;
+    let (b, mut b_runs) = candidate(env.client(), "b");
+    let b_stop = b.shutdown_handle();
+    let b_task = tokio::spawn(b.run());
+    tokio::time::sleep(RETRY * 3).await;
+    assert!(!*b_runs.borrow());
+
+    a_stop.shutdown();
+    let stopped = Instant::now();
+    a_task.await??;
+    assert!(
+        !*a_runs.borrow(),
+        "a's leader work stopped before it returned"
+    );
+    assert_eq!(holder(&env.client()).await, None, "a released the lease");
+    wait_for(&mut b_runs, true).await;
+    let handover = stopped.elapsed();
+    assert!(handover <= RETRY.mul_f64(1.2), "handover took {handover:?}");
+    assert_eq!(holder(&env.client()).await.as_deref(), Some("b"));
+
+    b_stop.shutdown();
+    b_task.await??;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an_error()
+-> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let (a, mut a_runs) = candidate(env.client(), "a");
+    let a_task = tokio::spawn(a.run());
+    wait_for(&mut a_runs, true).await;
+
+    // Another process overwrites the Lease (as after a partition healed).
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let mut lease = leases.get("kore-test").await?;
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = Some("intruder".into());
+    }
+    leases
+        .replace("kore-test", &PostParams::default(), &lease)
+        .await?;
+
+    let result = tokio::time::timeout(RETRY * 2, a_task).await??;
+    assert!(
+        matches!(
+            result,
+            Err(manager::Error::LeaderElection(
+                manager::leader::Error::Lost { .. }
+            ))
+        ),
+        "{result:?}"
+    );
+    assert!(
+        a_runs.has_changed().is_err(),
+        "leader work was stopped (its future dropped)"
+    );
+    assert_eq!(holder(&env.client()).await.as_deref(), Some("intruder"));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_work_in_flight_finish_and_starts_nothing_new() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let started = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let (s, f) = (Arc::clone(&started), Arc::clone(&finished));
+    let worker = runnable_fn("worker", move |shutdown| async move {
+        while !shutdown.is_cancelled() {
+            s.fetch_add(1, Ordering::SeqCst);
+            // Work that ignores cancellation once begun.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            f.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    });
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .add(Box::new(worker))
+        .build();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+    tokio::time::sleep(Duration::from_secs(7)).await; // the second job is in flight
+    stop.shutdown();
+    task.await??;
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    assert_eq!(finished.load(Ordering::SeqCst), 2);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_shutdown_request_aborts_the_graceful_shutdown() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let finished = Arc::new(AtomicUsize::new(0));
+    let f = Arc::clone(&finished);
+    let worker = runnable_fn("slow", move |_shutdown| async move {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        f.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .without_leader_election();
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .add(Box::new(worker))
+        .build();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.shutdown();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.shutdown();
+    let result = tokio::time::timeout(Duration::from_secs(1), task).await??;
+    assert!(matches!(result, Err(manager::Error::Aborted)), "{result:?}");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        0,
+        "the aborted work never finished"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn work_that_outlives_the_grace_period_is_aborted_with_an_error() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let worker = runnable_fn("stuck", |_shutdown| async move {
+        futures::future::pending::<()>().await;
+        Ok(())
+    });
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .graceful_shutdown_timeout(Duration::from_secs(3))
+        .add(Box::new(worker))
+        .build();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.shutdown();
+    let stopped = Instant::now();
+    let result = task.await?;
+    assert_eq!(stopped.elapsed(), Duration::from_secs(3));
+    match result {
+        Err(manager::Error::GracePeriodExceeded { pending }) => {
+            assert_eq!(pending[0], "runnables without leader election");
+        }
+        other => panic!("expected a grace period error, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_runnable_stops_the_others_and_is_reported() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let (tx, mut stopped) = watch::channel(false);
+    let healthy = runnable_fn("healthy", move |shutdown| async move {
+        shutdown.cancelled().await;
+        tx.send_replace(true);
+        Ok(())
+    });
+    let failing = runnable_fn("failing", |_shutdown| async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Err("the disk is on fire".into())
+    });
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .add(Box::new(healthy))
+        .add(Box::new(failing))
+        .build();
+    let result = mgr.run().await;
+    match result {
+        Err(manager::Error::RunnableFailed { name, source }) => {
+            assert_eq!(name, "failing");
+            assert_eq!(source.to_string(), "the disk is on fire");
+        }
+        other => panic!("expected a runnable failure, got {other:?}"),
+    }
+    assert!(
+        *stopped.borrow_and_update(),
+        "the healthy runnable was stopped"
+    );
+    Ok(())
+}
+
+/// A minimal HTTP/1.1 GET: (status code, body).
+async fn get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no status line in {raw:?}"))?;
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn listener() -> anyhow::Result<(std::net::TcpListener, std::net::SocketAddr)> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    Ok((l, addr))
+}
+
+#[tokio::test]
+async fn readyz_turns_ready_once_every_readiness_handle_is_dropped_and_never_goes_back()
+-> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let (l, addr) = listener()?;
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .health_probe_listener(l)
+        .build();
+    let handle = mgr.health().readiness().handle();
+    let flaky = Arc::new(AtomicUsize::new(0));
+    let f = Arc::clone(&flaky);
+    mgr.health().add_readyz_check("flaky", move || {
+        if f.load(Ordering::SeqCst) == 0 {
+            Ok(())
+        } else {
+            Err("down".into())
+        }
+    });
+    mgr.add(Box::new(
+        runnable_fn("initializer", move |shutdown| async move {
+            let _ = release_rx.await;
+            drop(handle);
+            shutdown.cancelled().await;
+            Ok(())
+        })
+        .without_leader_election(),
+    ));
+    let health = mgr.health().clone();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+
+    let (code, body) = get(addr, "/readyz?verbose").await?;
+    assert_eq!(code, 500);
+    assert!(body.contains("[-]initialized failed"), "{body}");
+    assert!(body.contains("[+]flaky ok"), "{body}");
+    assert_eq!(get(addr, "/readyz/initialized").await?.0, 500);
+
+    release_tx
+        .send(())
+        .map_err(|()| anyhow::anyhow!("initializer gone"))?;
+    health.readiness().ready().await;
+    let (code, body) = get(addr, "/readyz").await?;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+
+    flaky.store(1, Ordering::SeqCst);
+    assert_eq!(
+        get(addr, "/readyz").await?.0,
+        200,
+        "readiness never goes back"
+    );
+
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn healthz_runs_its_named_checks_on_every_request() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let (l, addr) = listener()?;
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .health_probe_listener(l)
+        .build();
+    let broken = Arc::new(AtomicUsize::new(0));
+    let b = Arc::clone(&broken);
+    mgr.health().add_healthz_check("watchdog", move || {
+        if b.load(Ordering::SeqCst) == 0 {
+            Ok(())
+        } else {
+            Err("stalled".into())
+        }
+    });
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+
+    // The server may take a moment to accept.
+    let mut first = get(addr, "/healthz").await;
+    for _ in 0..50 {
+        if first.is_ok() {
+            break;
+        }
+        tokio::task::yield_now().await;
+        first = get(addr, "/healthz").await;
+    }
+    assert_eq!(first?, (200, "ok".to_string()));
+    let (code, body) = get(addr, "/healthz?verbose").await?;
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("[+]ping ok") && body.contains("[+]watchdog ok"),
+        "{body}"
+    );
+
+    broken.store(1, Ordering::SeqCst);
+    let (code, body) = get(addr, "/healthz").await?;
+    assert_eq!(code, 500);
+    assert!(body.contains("[-]watchdog failed: stalled"), "{body}");
+    assert_eq!(get(addr, "/healthz/ping").await?.0, 200);
+    assert_eq!(get(addr, "/healthz/watchdog").await?.0, 500);
+    assert_eq!(get(addr, "/healthz/nope").await?.0, 404);
+
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn metrics_serves_the_registry_with_the_leader_election_status() -> anyhow::Result<()> {
+    use prometheus_client::metrics::counter::Counter;
+
+    let env = kore_testenv::TestEnv::start().await?;
+    let (l, addr) = listener()?;
+    let (tx, mut leading) = watch::channel(false);
+    let mut mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .metrics_listener(l)
+        .leader_election(
+            LeaseConfig::new("default", "metrics-lease")
+                .lease_duration(Duration::from_secs(3))
+                .renew_deadline(Duration::from_secs(2))
+                .retry_period(Duration::from_millis(500)),
+        )
+        .add(Box::new(runnable_fn(
+            "leader",
+            move |shutdown| async move {
+                tx.send_replace(true);
+                shutdown.cancelled().await;
+                Ok(())
+            },
+        )))
+        .build();
+    let reconciles = Counter::<u64>::default();
+    mgr.registry_mut().register(
+        "test_reconciles",
+        "Reconciles in this test",
+        reconciles.clone(),
+    );
+    reconciles.inc_by(3);
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+    leading.wait_for(|l| *l).await?;
+
+    let (code, body) = get(addr, "/metrics").await?;
+    assert_eq!(code, 200);
+    assert!(body.contains("test_reconciles_total 3"), "{body}");
+    assert!(
+        body.contains("leader_election_master_status{name=\"metrics-lease\"} 1"),
+        "{body}"
+    );
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}
