@@ -7,6 +7,12 @@
 //! Everything talks to the API server through `kube::Client`, so the same code runs
 //! against kore-apiserver in tests and against a real cluster in production.
 
+pub mod cache;
+pub mod client;
+pub mod informer;
 pub mod manager;
 
+pub use cache::{ObjectKey, Store};
+pub use client::CachedClient;
+pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
 pub use manager::{Manager, Runnable};

@@ -18,17 +18,20 @@ fn example() -> anyhow::Result<PathBuf> {
         .and_then(|deps| deps.parent())
         .ok_or_else(|| anyhow::anyhow!("unexpected test binary path {exe:?}"))?;
     let path = profile_dir.join("examples").join("graceful_worker");
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "kore-runtime",
-            "--example",
-            "graceful_worker",
-        ])
-        .status()?;
-    anyhow::ensure!(status.success(), "building the example failed");
+    // Set KORE_EXAMPLES_PREBUILT when the example was built beforehand with custom flags.
+    if std::env::var_os("KORE_EXAMPLES_PREBUILT").is_none() {
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "kore-runtime",
+                "--example",
+                "graceful_worker",
+            ])
+            .status()?;
+        anyhow::ensure!(status.success(), "building the example failed");
+    }
     anyhow::ensure!(path.exists(), "no example binary at {path:?}");
     Ok(path)
 }

@@ -42,8 +42,10 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
+
+use crate::informer::Informers;
 
 pub use health::{Health, Readiness, ReadyHandle};
 pub use leader::{LeaderElector, Leadership, LeaseConfig};
@@ -201,13 +203,13 @@ impl Builder {
     pub fn build(self) -> Manager {
         let (shutdown, _) = watch::channel(0u32);
         Manager {
-            client: self.client,
             lease: self.lease,
             metrics_addr: self.metrics_addr,
             health_addr: self.health_addr,
             grace: self.grace,
             handle_signals: self.handle_signals,
             runnables: self.runnables,
+            informers: Informers::new(self.client),
             registry: Registry::default(),
             health: Health::new(),
             shutdown: Arc::new(shutdown),
@@ -217,13 +219,13 @@ impl Builder {
 
 /// Runs a process's components; see the [module docs](self).
 pub struct Manager {
-    client: kube::Client,
     lease: Option<LeaseConfig>,
     metrics_addr: Option<Listen>,
     health_addr: Option<Listen>,
     grace: Duration,
     handle_signals: bool,
     runnables: Vec<Box<dyn Runnable>>,
+    informers: Informers,
     registry: Registry,
     health: Health,
     shutdown: Arc<watch::Sender<u32>>,
@@ -251,13 +253,17 @@ impl ShutdownHandle {
     }
 }
 
-/// Aborts the tasks it holds when dropped, so dropping [`Manager::run`]'s future ends them.
+/// Aborts the tasks it holds (and cancels the tokens) when dropped, so dropping
+/// [`Manager::run`]'s future ends everything it started.
 #[derive(Default)]
-struct AbortOnDrop(Vec<AbortHandle>);
+struct AbortOnDrop {
+    tasks: Vec<AbortHandle>,
+    tokens: Vec<DropGuard>,
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        for h in &self.0 {
+        for h in &self.tasks {
             h.abort();
         }
     }
@@ -298,7 +304,7 @@ impl Phase {
     {
         let handle = self.tracker.spawn(fut);
         self.handles.push(handle.abort_handle());
-        guard.0.push(handle.abort_handle());
+        guard.tasks.push(handle.abort_handle());
     }
 
     fn abort(&self) {
@@ -323,9 +329,15 @@ impl Manager {
         }
     }
 
-    /// The client components should use.
-    pub fn client(&self) -> &kube::Client {
-        &self.client
+    /// The client components should use (the one the informers use).
+    pub fn client(&self) -> kube::Client {
+        self.informers.client()
+    }
+
+    /// The shared informers: controllers get their caches here before [`Manager::run`]; the
+    /// manager starts them and waits until they synced before starting any runnable.
+    pub fn informers(&self) -> &Informers {
+        &self.informers
     }
 
     /// The registry served on `/metrics`; register metric families here before
@@ -355,13 +367,13 @@ impl Manager {
     /// Runs everything until shutdown; see the [module docs](self) for the order and errors.
     pub async fn run(self) -> Result<(), Error> {
         let Manager {
-            client,
             lease,
             metrics_addr,
             health_addr,
             grace,
             handle_signals,
             runnables,
+            informers,
             mut registry,
             health,
             shutdown,
@@ -371,7 +383,7 @@ impl Manager {
         let elector = match lease {
             Some(config) => {
                 config.validate()?;
-                let elector = LeaderElector::new(client.clone(), config);
+                let elector = LeaderElector::new(informers.client(), config);
                 elector.register_metrics(&mut registry);
                 Some(elector)
             }
@@ -381,7 +393,7 @@ impl Manager {
         if handle_signals {
             let tx = Arc::clone(&shutdown);
             guard
-                .0
+                .tasks
                 .push(tokio::spawn(forward_signals(tx)).abort_handle());
         }
         let (fail_tx, mut failures) = mpsc::channel::<(String, RunError)>(runnables.len() + 4);
@@ -411,7 +423,15 @@ impl Manager {
             phases.push(servers);
 
             // 2. The shared informers, until every cache synced.
-            // (Informers join here once rt-informer lands.)
+            let caches = Phase::new("informers");
+            guard.tokens.push(caches.token.clone().drop_guard());
+            informers.start(caches.token.clone());
+            phases.push(caches);
+            tokio::select! {
+                () = informers.wait_until_synced() => {}
+                _ = requests.changed() => break 'run Stop::Requested,
+            }
+            tracing::debug!("caches synced");
             health.readiness().release_initial();
 
             let (leaders, others): (Vec<_>, Vec<_>) = runnables

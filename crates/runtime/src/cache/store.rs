@@ -1,0 +1,546 @@
+//! [`Store`]: the indexed cache one informer fills and any number of readers query.
+//!
+//! # Guarantees
+//! - Readers never see a half-applied relist: a relist builds a new map off to the side and
+//!   swaps it in under one write lock ([`Store::is_synced`] turns true only after the first swap).
+//! - Per key, the cache never goes back in time: an update whose resourceVersion is older than
+//!   the cached one is ignored, so a write the [`crate::client::CachedClient`] recorded is not
+//!   undone by the watch event that precedes it, and a deletion it recorded stays deleted
+//!   until the watch passes it.
+//! - Each object is held once, packed (see `packed.rs`); readers decode their own `Arc<K>`.
+//!
+//! # Caveats
+//! - `get`, `list` and `by_index` decode on every call (about a microsecond for a small
+//!   object). Callers that read the same object many times should keep the `Arc<K>`.
+
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::ObjectKey;
+use super::packed::{DecodeError, Dictionary};
+
+/// An index function: the values an object is listed under.
+pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+/// A cheap-to-clone reader of an informer's cache.
+pub struct Store<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Store {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("len", &self.read().entries.len())
+            .field("synced", &*self.shared.synced.borrow())
+            .finish()
+    }
+}
+
+struct Shared<K> {
+    state: RwLock<State<K>>,
+    dict: Dictionary,
+    synced: watch::Sender<bool>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+/// One cached object: its packed bytes and resourceVersion.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) bytes: Arc<[u8]>,
+    pub(crate) rv: u64,
+}
+
+struct State<K> {
+    entries: HashMap<Box<str>, Entry>,
+    indexes: HashMap<String, Index<K>>,
+    /// Deletions recorded by a writer ahead of the watch: key → resourceVersion of the delete.
+    tombstones: HashMap<Box<str>, u64>,
+}
+
+struct Index<K> {
+    f: IndexFn<K>,
+    by_value: HashMap<String, HashSet<Box<str>>>,
+    by_key: HashMap<Box<str>, Vec<String>>,
+}
+
+impl<K> Index<K> {
+    fn insert(&mut self, key: &str, values: Vec<String>) {
+        self.remove(key);
+        if values.is_empty() {
+            return;
+        }
+        for v in &values {
+            self.by_value
+                .entry(v.clone())
+                .or_default()
+                .insert(key.into());
+        }
+        self.by_key.insert(key.into(), values);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(old) = self.by_key.remove(key) {
+            for v in old {
+                if let Some(set) = self.by_value.get_mut(&v) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.by_value.remove(&v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An object ready for the cache: packed, keyed, and decoded once to check it fits `K`.
+pub(crate) struct Packed<K> {
+    pub(crate) key: Box<str>,
+    pub(crate) entry: Entry,
+    pub(crate) obj: K,
+}
+
+/// What applying a change did.
+pub(crate) enum Outcome {
+    /// The cache changed; this is the entry it replaced or removed.
+    Changed(Option<Entry>),
+    /// The cache already held this version or a newer one.
+    Stale,
+}
+
+/// Parses a resourceVersion for ordering; opaque versions order as 0 (always applied).
+pub(crate) fn parse_rv(rv: Option<&str>) -> u64 {
+    rv.and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+impl<K> Store<K> {
+    pub(crate) fn new() -> Store<K> {
+        Store {
+            shared: Arc::new(Shared {
+                state: RwLock::new(State {
+                    entries: HashMap::new(),
+                    indexes: HashMap::new(),
+                    tombstones: HashMap::new(),
+                }),
+                dict: Dictionary::default(),
+                synced: watch::Sender::new(false),
+                _kind: PhantomData,
+            }),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State<K>> {
+        self.shared
+            .state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State<K>> {
+        self.shared
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The keys of every cached object.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.read()
+            .entries
+            .keys()
+            .map(|k| ObjectKey::parse(k))
+            .collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.read().entries.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the first full list has been swapped in.
+    pub fn is_synced(&self) -> bool {
+        *self.shared.synced.borrow()
+    }
+
+    /// Waits until the first full list has been swapped in.
+    pub async fn wait_until_synced(&self) {
+        let mut rx = self.shared.synced.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// The packed bytes and resourceVersion under `key`.
+    pub(crate) fn entry(&self, key: &str) -> Option<Entry> {
+        self.read().entries.get(key).cloned()
+    }
+
+    /// Marks the store synced (after the first swap).
+    fn mark_synced(&self) {
+        self.shared.synced.send_if_modified(|synced| {
+            let changed = !*synced;
+            *synced = true;
+            changed
+        });
+    }
+}
+
+impl<K: DeserializeOwned> Store<K> {
+    fn decode(&self, bytes: &[u8]) -> Option<Arc<K>> {
+        match self.shared.dict.decode::<K>(bytes) {
+            Ok(obj) => Some(Arc::new(obj)),
+            Err(e) => {
+                tracing::error!(error = %e, "a cached object no longer decodes");
+                None
+            }
+        }
+    }
+
+    /// Decodes a cached entry.
+    pub(crate) fn decode_entry(&self, entry: &Entry) -> Option<Arc<K>> {
+        self.decode(&entry.bytes)
+    }
+
+    /// The object under `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        let bytes = self.read().entries.get(&*key.to_boxed())?.bytes.clone();
+        self.decode(&bytes)
+    }
+
+    /// Every cached object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        let all: Vec<Arc<[u8]>> = self
+            .read()
+            .entries
+            .values()
+            .map(|e| e.bytes.clone())
+            .collect();
+        all.iter().filter_map(|b| self.decode(b)).collect()
+    }
+
+    /// The objects the index `index` lists under `value` (none if there is no such index).
+    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        let all: Vec<Arc<[u8]>> = {
+            let state = self.read();
+            let Some(set) = state.indexes.get(index).and_then(|i| i.by_value.get(value)) else {
+                return Vec::new();
+            };
+            set.iter()
+                .filter_map(|k| state.entries.get(k).map(|e| e.bytes.clone()))
+                .collect()
+        };
+        all.iter().filter_map(|b| self.decode(b)).collect()
+    }
+
+    /// The keys the index `index` lists under `value`.
+    pub fn keys_by_index(&self, index: &str, value: &str) -> Vec<ObjectKey> {
+        let state = self.read();
+        state
+            .indexes
+            .get(index)
+            .and_then(|i| i.by_value.get(value))
+            .map(|set| set.iter().map(|k| ObjectKey::parse(k)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Packs a JSON object for this store. Fails if it does not decode into `K`.
+    pub(crate) fn pack(&self, value: &Value) -> Result<Packed<K>, DecodeError>
+    where
+        K: kube::Resource,
+    {
+        let bytes: Arc<[u8]> = self.shared.dict.encode(value).into();
+        let obj: K = self.shared.dict.decode(&bytes)?;
+        let key = ObjectKey::of(&obj).to_boxed();
+        let rv = parse_rv(obj.meta().resource_version.as_deref());
+        Ok(Packed {
+            key,
+            entry: Entry { bytes, rv },
+            obj,
+        })
+    }
+
+    /// Registers (or replaces) the index `name`, indexing every cached object now.
+    pub(crate) fn add_index(&self, name: &str, f: IndexFn<K>) {
+        let entries: Vec<(Box<str>, Arc<[u8]>)> = self
+            .read()
+            .entries
+            .iter()
+            .map(|(k, e)| (k.clone(), e.bytes.clone()))
+            .collect();
+        let mut index = Index {
+            f: Arc::clone(&f),
+            by_value: HashMap::new(),
+            by_key: HashMap::new(),
+        };
+        for (key, bytes) in &entries {
+            if let Some(obj) = self.decode(bytes) {
+                index.insert(key, f(&obj));
+            }
+        }
+        let mut state = self.write();
+        // Objects changed between the snapshot and now are re-indexed by their writer,
+        // which indexes with every registered function under the same lock.
+        for key in entries.iter().map(|(k, _)| k) {
+            if !state.entries.contains_key(key) {
+                index.remove(key);
+            }
+        }
+        state.indexes.insert(name.to_string(), index);
+    }
+
+    /// Applies a created or updated object unless the cache holds a newer version.
+    pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome {
+        let values = self.index_values(&packed.obj);
+        let mut state = self.write();
+        let rv = packed.entry.rv;
+        if let Some(&dead) = state.tombstones.get(&packed.key) {
+            if rv != 0 && rv <= dead {
+                return Outcome::Stale;
+            }
+            state.tombstones.remove(&packed.key);
+        }
+        if let Some(cur) = state.entries.get(&packed.key)
+            && rv != 0
+            && cur.rv != 0
+            && rv <= cur.rv
+        {
+            return Outcome::Stale;
+        }
+        let old = state
+            .entries
+            .insert(packed.key.clone(), packed.entry.clone());
+        for (name, v) in values {
+            if let Some(index) = state.indexes.get_mut(&name) {
+                index.insert(&packed.key, v);
+            }
+        }
+        Outcome::Changed(old)
+    }
+
+    /// Removes `key`, as of resourceVersion `rv`; with `tombstone`, remembers the deletion so
+    /// older updates arriving later do not bring the object back.
+    pub(crate) fn delete(&self, key: &str, rv: u64, tombstone: bool) -> Outcome {
+        let mut state = self.write();
+        if tombstone && rv != 0 {
+            state.tombstones.insert(key.into(), rv);
+        }
+        if let Some(cur) = state.entries.get(key)
+            && rv != 0
+            && cur.rv != 0
+            && rv < cur.rv
+        {
+            return Outcome::Stale;
+        }
+        let Some(old) = state.entries.remove(key) else {
+            return Outcome::Stale;
+        };
+        for index in state.indexes.values_mut() {
+            index.remove(key);
+        }
+        Outcome::Changed(Some(old))
+    }
+
+    /// Forgets tombstones the watch has passed.
+    pub(crate) fn observed(&self, rv: u64) {
+        if rv == 0 {
+            return;
+        }
+        let has = !self.read().tombstones.is_empty();
+        if has {
+            self.write().tombstones.retain(|_, dead| *dead > rv);
+        }
+    }
+
+    /// Swaps in a full list taken at resourceVersion `list_rv`, keeping writes recorded
+    /// after it, then marks the store synced.
+    pub(crate) fn replace(&self, items: Vec<Packed<K>>, list_rv: u64) {
+        let fns: Vec<(String, IndexFn<K>)> = self
+            .read()
+            .indexes
+            .iter()
+            .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
+            .collect();
+        let mut entries = HashMap::with_capacity(items.len());
+        let mut indexes: HashMap<String, Index<K>> = fns
+            .into_iter()
+            .map(|(n, f)| {
+                (
+                    n,
+                    Index {
+                        f,
+                        by_value: HashMap::new(),
+                        by_key: HashMap::new(),
+                    },
+                )
+            })
+            .collect();
+        for p in items {
+            for index in indexes.values_mut() {
+                let v = (index.f)(&p.obj);
+                index.insert(&p.key, v);
+            }
+            entries.insert(p.key, p.entry);
+        }
+        {
+            let mut state = self.write();
+            // Writes recorded ahead of the watch that the list has not caught up with.
+            let newer: Vec<(Box<str>, Entry)> = state
+                .entries
+                .iter()
+                .filter(|(_, e)| list_rv != 0 && e.rv > list_rv)
+                .map(|(k, e)| (k.clone(), e.clone()))
+                .collect();
+            for (k, e) in newer {
+                let keep = entries.get(&k).is_none_or(|listed| listed.rv < e.rv);
+                if keep {
+                    if let Some(obj) = self.decode(&e.bytes) {
+                        for index in indexes.values_mut() {
+                            index.insert(&k, (index.f)(&obj));
+                        }
+                    }
+                    entries.insert(k, e);
+                }
+            }
+            state
+                .tombstones
+                .retain(|_, dead| list_rv == 0 || *dead > list_rv);
+            for (k, dead) in &state.tombstones {
+                if entries.get(k).is_some_and(|e| e.rv <= *dead) {
+                    entries.remove(k);
+                    for index in indexes.values_mut() {
+                        index.remove(k);
+                    }
+                }
+            }
+            state.entries = entries;
+            // Indexes registered while the list was being built are rebuilt here.
+            let registered: Vec<(String, IndexFn<K>)> = state
+                .indexes
+                .iter()
+                .filter(|(n, _)| !indexes.contains_key(*n))
+                .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
+                .collect();
+            state.indexes = indexes;
+            drop(state);
+            for (name, f) in registered {
+                self.add_index(&name, f);
+            }
+        }
+        self.mark_synced();
+    }
+
+    fn index_values(&self, obj: &K) -> Vec<(String, Vec<String>)> {
+        self.read()
+            .indexes
+            .iter()
+            .map(|(n, i)| (n.clone(), (i.f)(obj)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    fn cm(name: &str, rv: u64, src: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string(),
+                         "labels": {"src": src}},
+            "data": {"k": "v"},
+        })
+    }
+
+    fn by_src(cm: &ConfigMap) -> Vec<String> {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("src").cloned())
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn an_older_version_never_replaces_a_newer_one() {
+        let store = Store::<ConfigMap>::new();
+        let p = store.pack(&cm("a", 5, "x")).expect("packs");
+        assert!(matches!(store.apply(&p), Outcome::Changed(_)));
+        let old = store.pack(&cm("a", 4, "y")).expect("packs");
+        assert!(matches!(store.apply(&old), Outcome::Stale));
+        let got = store
+            .get(&ObjectKey::namespaced("ns", "a"))
+            .expect("cached");
+        assert_eq!(got.metadata.resource_version.as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn a_recorded_deletion_keeps_older_updates_out_until_the_watch_passes_it() {
+        let store = Store::<ConfigMap>::new();
+        store.apply(&store.pack(&cm("a", 5, "x")).expect("packs"));
+        assert!(matches!(store.delete("ns/a", 7, true), Outcome::Changed(_)));
+        assert!(matches!(
+            store.apply(&store.pack(&cm("a", 6, "x")).expect("packs")),
+            Outcome::Stale
+        ));
+        store.observed(7);
+        assert!(matches!(
+            store.apply(&store.pack(&cm("a", 8, "x")).expect("packs")),
+            Outcome::Changed(_)
+        ));
+    }
+
+    #[test]
+    fn indexes_follow_updates_deletes_and_swaps() {
+        let store = Store::<ConfigMap>::new();
+        store.add_index("src", Arc::new(by_src));
+        store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
+        store.apply(&store.pack(&cm("b", 2, "x")).expect("packs"));
+        assert_eq!(store.by_index("src", "x").len(), 2);
+        store.apply(&store.pack(&cm("a", 3, "y")).expect("packs"));
+        assert_eq!(store.by_index("src", "x").len(), 1);
+        assert_eq!(store.by_index("src", "y").len(), 1);
+        store.delete("ns/b", 4, false);
+        assert!(store.by_index("src", "x").is_empty());
+        let items = vec![store.pack(&cm("c", 9, "z")).expect("packs")];
+        store.replace(items, 9);
+        assert!(store.by_index("src", "y").is_empty());
+        assert_eq!(
+            store.keys_by_index("src", "z"),
+            vec![ObjectKey::namespaced("ns", "c")]
+        );
+        assert!(store.is_synced());
+    }
+
+    #[test]
+    fn a_swap_keeps_writes_newer_than_the_list() {
+        let store = Store::<ConfigMap>::new();
+        store.apply(&store.pack(&cm("a", 12, "new")).expect("packs"));
+        store.delete("ns/gone", 13, true);
+        let items = vec![
+            store.pack(&cm("a", 10, "old")).expect("packs"),
+            store.pack(&cm("gone", 9, "old")).expect("packs"),
+        ];
+        store.replace(items, 11);
+        let a = store.get(&ObjectKey::namespaced("ns", "a")).expect("kept");
+        assert_eq!(a.metadata.resource_version.as_deref(), Some("12"));
+        assert!(store.get(&ObjectKey::namespaced("ns", "gone")).is_none());
+    }
+}

@@ -1,0 +1,221 @@
+//! [`CachedClient`]: what a reconciler reads and writes through. Reads come from an
+//! informer's cache; writes go to the API server through `kube::Client`.
+//!
+//! # Guarantees
+//! - Read-your-own-writes: when a write succeeds, the object the server returned is put in
+//!   the cache before the call returns, so the next read of that key sees it (or something
+//!   newer), even though the watch event for it has not arrived yet. A successful delete
+//!   removes the key at once; stale watch events for it cannot bring it back.
+//! - The cache never goes back in time per key (see [`crate::cache::Store`]).
+//!
+//! # Caveats
+//! - Reads are only as fresh as the informer plus this client's own writes; writes by others
+//!   show up when their watch events arrive.
+//! - Reads only cover what the informer watches (its namespace and selectors).
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::Request;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cache::{ObjectKey, Store, parse_rv};
+use crate::informer::{Informable, SharedInformer};
+
+/// Why a cached client call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request could not be built.
+    #[error("building the request")]
+    BuildRequest(#[source] kube::core::request::Error),
+    /// The object could not be serialized.
+    #[error("serializing the object")]
+    Serialize(#[source] serde_json::Error),
+    /// The API server refused the write or could not be reached; a conflict (409) means the
+    /// cache was stale: re-read and retry (the reconciler's usual backoff does this).
+    #[error("the write failed")]
+    Api(#[source] kube::Error),
+    /// The server's answer did not decode as the kind.
+    #[error("decoding the server's answer")]
+    Decode(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The object has no name to address it by.
+    #[error("the object has no name")]
+    MissingName,
+}
+
+/// Reads from an informer's cache, writes through the API server, and records its own writes
+/// in the cache. Cheap to clone.
+pub struct CachedClient<K> {
+    client: kube::Client,
+    informer: SharedInformer<K>,
+}
+
+impl<K> Clone for CachedClient<K> {
+    fn clone(&self) -> Self {
+        CachedClient {
+            client: self.client.clone(),
+            informer: self.informer.clone(),
+        }
+    }
+}
+
+impl<K> Debug for CachedClient<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedClient").finish_non_exhaustive()
+    }
+}
+
+impl<K: Informable + Serialize> CachedClient<K> {
+    /// A client reading from `informer`'s cache and writing with `client`.
+    pub fn new(client: kube::Client, informer: SharedInformer<K>) -> Self {
+        CachedClient { client, informer }
+    }
+
+    /// The cache this client reads from.
+    pub fn store(&self) -> Store<K> {
+        self.informer.store()
+    }
+
+    /// The object under `key`, from the cache.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.informer.store().get(key)
+    }
+
+    /// Every cached object.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.informer.store().list()
+    }
+
+    /// The cached objects the index `index` lists under `value`.
+    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.informer.store().by_index(index, value)
+    }
+
+    fn request(namespace: Option<&str>) -> Request {
+        Request::new(K::url_path(&(), namespace))
+    }
+
+    fn key_of(obj: &K) -> Result<ObjectKey, Error> {
+        let key = ObjectKey::of(obj);
+        if key.name.is_empty() && obj.meta().generate_name.is_none() {
+            return Err(Error::MissingName);
+        }
+        Ok(key)
+    }
+
+    /// Sends a write and records the object the server returned.
+    async fn write(&self, request: http::Request<Vec<u8>>) -> Result<Arc<K>, Error> {
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(Error::Api)?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
+        self.record(value)
+    }
+
+    fn record(&self, value: Value) -> Result<Arc<K>, Error> {
+        let packed = self
+            .informer
+            .pack(value)
+            .map_err(|e| Error::Decode(Box::new(e)))?;
+        let store = self.informer.store();
+        store.apply(&packed);
+        Ok(Arc::new(packed.obj))
+    }
+
+    /// Creates `obj` (in its own namespace) and records the result in the cache.
+    pub async fn create(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
+        let key = Self::key_of(obj)?;
+        let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
+        let request = Self::request(key.namespace.as_deref())
+            .create(pp, body)
+            .map_err(Error::BuildRequest)?;
+        self.write(request).await
+    }
+
+    /// Replaces `obj` (its resourceVersion is the precondition) and records the result.
+    pub async fn replace(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
+        let key = Self::key_of(obj)?;
+        let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
+        let request = Self::request(key.namespace.as_deref())
+            .replace(&key.name, pp, body)
+            .map_err(Error::BuildRequest)?;
+        self.write(request).await
+    }
+
+    /// Replaces the status of `obj` and records the result.
+    pub async fn replace_status(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
+        let key = Self::key_of(obj)?;
+        let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
+        let request = Self::request(key.namespace.as_deref())
+            .replace_subresource("status", &key.name, pp, body)
+            .map_err(Error::BuildRequest)?;
+        self.write(request).await
+    }
+
+    /// Patches the object under `key` and records the result.
+    pub async fn patch<P: Serialize + Debug>(
+        &self,
+        key: &ObjectKey,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Arc<K>, Error> {
+        let request = Self::request(key.namespace.as_deref())
+            .patch(&key.name, pp, patch)
+            .map_err(Error::BuildRequest)?;
+        self.write(request).await
+    }
+
+    /// Patches the status of the object under `key` and records the result.
+    pub async fn patch_status<P: Serialize + Debug>(
+        &self,
+        key: &ObjectKey,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Arc<K>, Error> {
+        let request = Self::request(key.namespace.as_deref())
+            .patch_subresource("status", &key.name, pp, patch)
+            .map_err(Error::BuildRequest)?;
+        self.write(request).await
+    }
+
+    /// Deletes the object under `key`. Returns the object if it still exists (finalizers
+    /// pending; the cache then holds it with its deletionTimestamp), `None` once it is gone
+    /// (the cache no longer holds it).
+    pub async fn delete(
+        &self,
+        key: &ObjectKey,
+        dp: &DeleteParams,
+    ) -> Result<Option<Arc<K>>, Error> {
+        let request = Self::request(key.namespace.as_deref())
+            .delete(&key.name, dp)
+            .map_err(Error::BuildRequest)?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(Error::Api)?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
+        let store = self.informer.store();
+        let still_there = value.get("kind").and_then(Value::as_str) != Some("Status")
+            && value
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+        if still_there {
+            return self.record(value).map(Some);
+        }
+        let rv = parse_rv(
+            value
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str),
+        );
+        let rv = rv.max(store.entry(&key.to_string()).map_or(0, |e| e.rv));
+        store.delete(&key.to_string(), rv, true);
+        Ok(None)
+    }
+}

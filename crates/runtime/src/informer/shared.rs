@@ -1,0 +1,412 @@
+//! [`SharedInformer`]: one list/watch loop feeding one [`Store`] and any number of
+//! [`Subscription`]s; [`Informers`]: the per-manager registry that hands out one informer per
+//! kind, namespace and selectors.
+//!
+//! # Guarantees
+//! - The store is updated before subscribers hear of a change, so a subscriber that reads the
+//!   store after a [`Change`] sees that change or a newer one.
+//! - A subscriber's first change is [`Change::Resync`]; so is the first change after each
+//!   relist, and after the subscriber fell behind by more than its buffer. A handler that
+//!   re-reads the store on `Resync` has therefore seen every object, whenever it subscribed.
+//! - A slow subscriber never slows the informer or other subscribers: the informer only ever
+//!   `try_send`s. A full buffer marks the subscriber behind; further changes for it are not
+//!   queued, and once it has drained what is queued it gets `Resync`.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::watcher::{Event, Watcher};
+use super::{Change, Error, InformerConfig};
+use crate::cache::{Entry, Outcome, Packed, Store};
+
+/// The bounds every informed kind meets.
+pub trait Informable:
+    kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Informable for K where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+/// One informer: a list/watch loop, its cache and its subscribers. Cheap to clone.
+pub struct SharedInformer<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for SharedInformer<K> {
+    fn clone(&self) -> Self {
+        SharedInformer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K> Debug for SharedInformer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedInformer")
+            .field("config", &self.shared.config)
+            .field("started", &self.shared.started.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared<K> {
+    client: kube::Client,
+    config: InformerConfig,
+    store: Store<K>,
+    subscribers: Mutex<Subscribers<K>>,
+    started: AtomicBool,
+}
+
+struct Subscribers<K> {
+    list: Vec<Subscriber<K>>,
+    stopped: bool,
+}
+
+struct Subscriber<K> {
+    tx: mpsc::Sender<Change<K>>,
+    state: Arc<SubscriberState>,
+}
+
+#[derive(Default)]
+struct SubscriberState {
+    /// The subscriber's buffer overflowed: changes are skipped until it resyncs.
+    behind: AtomicBool,
+    /// Wakes a subscriber waiting on an empty buffer when it has been marked behind.
+    wake: Notify,
+}
+
+/// A stream of [`Change`]s from one informer to one handler.
+pub struct Subscription<K> {
+    rx: mpsc::Receiver<Change<K>>,
+    state: Arc<SubscriberState>,
+}
+
+impl<K> Debug for Subscription<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("queued", &self.rx.len())
+            .field("behind", &self.state.behind.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<K> Subscription<K> {
+    /// The next change, or `None` once the informer has stopped.
+    pub async fn next(&mut self) -> Option<Change<K>> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(change) => return Some(change),
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    if self.state.behind.swap(false, Ordering::AcqRel) {
+                        return Some(Change::Resync);
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    if self.state.behind.swap(false, Ordering::AcqRel) {
+                        return Some(Change::Resync);
+                    }
+                    return None;
+                }
+            }
+            tokio::select! {
+                change = self.rx.recv() => match change {
+                    Some(change) => return Some(change),
+                    None => continue,
+                },
+                () = self.state.wake.notified() => {}
+            }
+        }
+    }
+}
+
+impl<K: Informable> SharedInformer<K> {
+    /// An informer for `K` that is not started yet (see [`SharedInformer::start`]). Usually
+    /// obtained from [`Informers::get`] instead, which shares it.
+    pub fn new(client: kube::Client, config: InformerConfig) -> Self {
+        SharedInformer {
+            shared: Arc::new(Shared {
+                client,
+                config,
+                store: Store::new(),
+                subscribers: Mutex::new(Subscribers {
+                    list: Vec::new(),
+                    stopped: false,
+                }),
+                started: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The informer's cache.
+    pub fn store(&self) -> Store<K> {
+        self.shared.store.clone()
+    }
+
+    /// The informer's configuration.
+    pub fn config(&self) -> &InformerConfig {
+        &self.shared.config
+    }
+
+    /// A new subscription; its first change is [`Change::Resync`].
+    pub fn subscribe(&self) -> Subscription<K> {
+        let (tx, rx) = mpsc::channel(self.shared.config.subscriber_buffer);
+        let state = Arc::new(SubscriberState::default());
+        // The buffer is new and at least one slot long, so the first Resync always fits.
+        let _ = tx.try_send(Change::Resync);
+        let mut subs = self.subscribers();
+        if !subs.stopped {
+            subs.list.push(Subscriber {
+                tx,
+                state: Arc::clone(&state),
+            });
+        }
+        Subscription { rx, state }
+    }
+
+    /// Registers the secondary index `name`: `f` returns the values an object is listed
+    /// under, queried with [`Store::by_index`]. Objects already cached are indexed now.
+    pub fn add_index(&self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) {
+        self.shared.store.add_index(name, Arc::new(f));
+    }
+
+    /// Starts the list/watch loop (once; later calls do nothing). It stops when `shutdown`
+    /// is cancelled; subscriptions then end.
+    pub fn start(&self, shutdown: CancellationToken) {
+        if self.shared.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.run(shutdown).await });
+    }
+
+    /// Whether the loop was started.
+    pub fn is_started(&self) -> bool {
+        self.shared.started.load(Ordering::Acquire)
+    }
+
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, Subscribers<K>> {
+        self.shared
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Packs a JSON object as this informer caches it (transform applied).
+    pub(crate) fn pack(&self, mut value: Value) -> Result<Packed<K>, Error> {
+        self.shared.config.prepare(&mut value);
+        self.shared
+            .store
+            .pack(&value)
+            .map_err(|e| Error::Decode(Box::new(e)))
+    }
+
+    /// The list/watch loop.
+    async fn run(self, shutdown: CancellationToken) {
+        let shared = &self.shared;
+        let mut watcher = Watcher::new(shared.client.clone(), shared.config.clone(), self.store());
+        let mut backoff = Backoff::new(shared.config.backoff.clone());
+        let mut buffer: Vec<Packed<K>> = Vec::new();
+        loop {
+            let step = tokio::select! {
+                () = shutdown.cancelled() => break,
+                step = watcher.step() => step,
+            };
+            match step {
+                Ok(None) => {}
+                Ok(Some(event)) => self.handle(event, &mut buffer, &mut backoff),
+                Err(e) => {
+                    let delay = backoff.failed(tokio::time::Instant::now());
+                    tracing::warn!(
+                        error = %e, state = ?watcher.state(), ?delay,
+                        kind = %K::kind(&()), "informer request failed, retrying"
+                    );
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+        let mut subs = self.subscribers();
+        subs.stopped = true;
+        subs.list.clear();
+    }
+
+    fn handle(&self, event: Event<K>, buffer: &mut Vec<Packed<K>>, backoff: &mut Backoff) {
+        let store = &self.shared.store;
+        match event {
+            Event::Init => buffer.clear(),
+            Event::InitApply(items) => buffer.extend(items),
+            Event::InitDone { rv } => {
+                store.replace(std::mem::take(buffer), rv);
+                tracing::debug!(kind = %K::kind(&()), objects = store.len(), "informer synced");
+                self.dispatch(|| Change::Resync);
+            }
+            Event::Connected => backoff.healthy(tokio::time::Instant::now()),
+            Event::Bookmark { rv } => store.observed(rv),
+            Event::Applied(packed) => {
+                let old = match store.apply(&packed) {
+                    Outcome::Changed(old) => old,
+                    Outcome::Stale => None,
+                };
+                store.observed(packed.entry.rv);
+                if self.has_subscribers() {
+                    let old = old.and_then(|e| self.decode(&e));
+                    let new = Arc::new(packed.obj);
+                    self.dispatch(|| Change::Applied {
+                        old: old.clone(),
+                        new: Arc::clone(&new),
+                    });
+                }
+            }
+            Event::Deleted(packed) => {
+                store.delete(&packed.key, packed.entry.rv, false);
+                store.observed(packed.entry.rv);
+                let obj = Arc::new(packed.obj);
+                self.dispatch(|| Change::Deleted(Arc::clone(&obj)));
+            }
+        }
+    }
+
+    fn decode(&self, entry: &Entry) -> Option<Arc<K>> {
+        self.shared.store.decode_entry(entry)
+    }
+
+    fn has_subscribers(&self) -> bool {
+        !self.subscribers().list.is_empty()
+    }
+
+    /// Offers a change to every subscriber without ever waiting.
+    fn dispatch(&self, change: impl Fn() -> Change<K>) {
+        let mut subs = self.subscribers();
+        subs.list.retain(|s| !s.tx.is_closed());
+        for sub in &subs.list {
+            if sub.state.behind.load(Ordering::Acquire) {
+                continue;
+            }
+            if let Err(mpsc::error::TrySendError::Full(_)) = sub.tx.try_send(change()) {
+                sub.state.behind.store(true, Ordering::Release);
+                sub.state.wake.notify_one();
+            }
+        }
+    }
+}
+
+type InformerId = (TypeId, Option<String>, Option<String>, Option<String>);
+type SyncWait = Box<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The informers of one manager: one per kind, namespace and selectors, however many
+/// controllers ask for it. Cheap to clone.
+#[derive(Clone)]
+pub struct Informers {
+    client: kube::Client,
+    registry: Arc<Mutex<Registry>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    informers: HashMap<InformerId, Box<dyn Any + Send + Sync>>,
+    starters: Vec<Box<dyn FnOnce(CancellationToken) + Send>>,
+    synced: Vec<SyncWait>,
+    shutdown: Option<CancellationToken>,
+}
+
+impl Debug for Informers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let registry = self.lock();
+        f.debug_struct("Informers")
+            .field("informers", &registry.informers.len())
+            .field("started", &registry.shutdown.is_some())
+            .finish()
+    }
+}
+
+impl Informers {
+    /// An empty registry whose informers will use `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Informers {
+            client,
+            registry: Arc::new(Mutex::new(Registry::default())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The informer for `K` with this namespace and these selectors, created on first use
+    /// (and started at once if [`Informers::start`] already ran).
+    ///
+    /// For a kind the controller only maps (for example owned objects it never reads in
+    /// full), ask for `kube::core::PartialObjectMeta<K>`: the informer then lists and watches
+    /// metadata only.
+    pub fn get<K: Informable>(&self, config: InformerConfig) -> SharedInformer<K> {
+        let (ns, labels, fields) = config.identity();
+        let id = (TypeId::of::<K>(), ns, labels, fields);
+        let mut registry = self.lock();
+        if let Some(existing) = registry
+            .informers
+            .get(&id)
+            .and_then(|i| i.downcast_ref::<SharedInformer<K>>())
+        {
+            return existing.clone();
+        }
+        let informer = SharedInformer::<K>::new(self.client.clone(), config);
+        registry.informers.insert(id, Box::new(informer.clone()));
+        let store = informer.store();
+        registry.synced.push(Box::new(move || {
+            let store = store.clone();
+            Box::pin(async move { store.wait_until_synced().await })
+        }));
+        match &registry.shutdown {
+            Some(token) => informer.start(token.child_token()),
+            None => {
+                let informer = informer.clone();
+                registry
+                    .starters
+                    .push(Box::new(move |token| informer.start(token)));
+            }
+        }
+        informer
+    }
+
+    /// Starts every informer, and from now on starts new ones as they are created. They stop
+    /// when `shutdown` is cancelled.
+    pub fn start(&self, shutdown: CancellationToken) {
+        let starters = {
+            let mut registry = self.lock();
+            if registry.shutdown.is_some() {
+                return;
+            }
+            registry.shutdown = Some(shutdown.clone());
+            std::mem::take(&mut registry.starters)
+        };
+        for start in starters {
+            start(shutdown.child_token());
+        }
+    }
+
+    /// Waits until every informer created so far has swapped in its first list.
+    pub async fn wait_until_synced(&self) {
+        let waits: Vec<BoxFuture<'static, ()>> = self.lock().synced.iter().map(|w| w()).collect();
+        futures::future::join_all(waits).await;
+    }
+
+    /// The client the informers use.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+}

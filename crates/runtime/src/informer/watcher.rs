@@ -1,0 +1,337 @@
+//! The list/watch protocol as an explicit state machine.
+//!
+//! ```text
+//!   Empty ──Init──▶ Listing(continue) ──InitApply(page)──▶ … ──▶ Listed(rv) ──InitDone──▶
+//!   Connecting(rv) ──open──▶ Watching(rv, lines) ──Applied/Deleted/bookmark──▶ Watching(rv')
+//!        ▲                         │ stream ends (timeout, server closed)
+//!        └─────────────────────────┘
+//!   410 Gone anywhere ──▶ Empty (full relist)
+//!   other errors: state kept, error returned, the caller backs off and steps again
+//! ```
+//!
+//! [`Watcher::step`] performs one transition and returns at most one event. It never sleeps;
+//! the informer loop owns backoff and cancellation.
+
+use std::pin::Pin;
+
+use futures::{AsyncBufReadExt, Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{ListParams, WatchParams};
+use kube::core::Request;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Error, InformerConfig};
+use crate::cache::{Packed, Store, parse_rv};
+
+type Lines = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
+
+/// Where the watcher is in the protocol.
+pub(crate) enum State {
+    /// Nothing listed yet, or the history the watcher relied on is gone.
+    Empty,
+    /// Paging through the initial list.
+    Listing {
+        /// The continue token of the next page (`None` for the first page).
+        continue_token: Option<String>,
+    },
+    /// The list is complete at this resourceVersion.
+    Listed {
+        /// The list's resourceVersion.
+        rv: String,
+    },
+    /// About to open a watch from this resourceVersion.
+    Connecting {
+        /// The newest resourceVersion seen.
+        rv: String,
+    },
+    /// Reading watch events.
+    Watching {
+        /// The newest resourceVersion seen.
+        rv: String,
+        /// The watch response, one JSON event per line.
+        lines: Lines,
+    },
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Empty => f.write_str("Empty"),
+            State::Listing { continue_token } => f
+                .debug_struct("Listing")
+                .field("continue_token", continue_token)
+                .finish(),
+            State::Listed { rv } => f.debug_struct("Listed").field("rv", rv).finish(),
+            State::Connecting { rv } => f.debug_struct("Connecting").field("rv", rv).finish(),
+            State::Watching { rv, .. } => f.debug_struct("Watching").field("rv", rv).finish(),
+        }
+    }
+}
+
+/// What one step produced.
+pub(crate) enum Event<K> {
+    /// A full list starts: buffer what follows.
+    Init,
+    /// Objects of the list being built.
+    InitApply(Vec<Packed<K>>),
+    /// The list is complete: swap it in.
+    InitDone {
+        /// The list's resourceVersion.
+        rv: u64,
+    },
+    /// A watch opened (the informer is healthy).
+    Connected,
+    /// An object was created or updated.
+    Applied(Packed<K>),
+    /// An object was deleted (its last state).
+    Deleted(Packed<K>),
+    /// The server reports progress without a change.
+    Bookmark {
+        /// The bookmark's resourceVersion.
+        rv: u64,
+    },
+}
+
+/// Lists then watches one kind into packed objects.
+pub(crate) struct Watcher<K> {
+    ctx: Ctx<K>,
+    state: State,
+}
+
+/// What every transition reads: shared with no state, so it is `Sync`.
+struct Ctx<K> {
+    client: kube::Client,
+    config: InformerConfig,
+    store: Store<K>,
+    metadata_only: bool,
+    url: String,
+}
+
+#[derive(serde::Deserialize)]
+struct WatchLine {
+    #[serde(rename = "type")]
+    kind: String,
+    object: Value,
+}
+
+#[derive(serde::Deserialize)]
+struct ListPage {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+fn is_gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 410)
+}
+
+impl<K> Watcher<K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    pub(crate) fn new(client: kube::Client, config: InformerConfig, store: Store<K>) -> Self {
+        let url = K::url_path(&(), config.namespace.as_deref());
+        Watcher {
+            ctx: Ctx {
+                client,
+                config,
+                store,
+                metadata_only: K::metadata_api(),
+                url,
+            },
+            state: State::Empty,
+        }
+    }
+
+    /// The current state (for logs and tests).
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Performs one transition. `Ok(None)` means the step produced no event (keep stepping).
+    pub(crate) async fn step(&mut self) -> Result<Option<Event<K>>, Error> {
+        let state = std::mem::replace(&mut self.state, State::Empty);
+        let (event, next) = self.ctx.transition(state).await;
+        self.state = next;
+        event
+    }
+}
+
+impl<K> Ctx<K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    fn pack(&self, mut value: Value) -> Result<Packed<K>, Error> {
+        self.config.prepare(&mut value);
+        self.store
+            .pack(&value)
+            .map_err(|e| Error::Decode(Box::new(e)))
+    }
+
+    async fn transition(&self, state: State) -> (Result<Option<Event<K>>, Error>, State) {
+        match state {
+            State::Empty => (
+                Ok(Some(Event::Init)),
+                State::Listing {
+                    continue_token: None,
+                },
+            ),
+            State::Listing { continue_token } => match self.list_page(&continue_token).await {
+                Ok((items, Some(next), _)) => (
+                    Ok(Some(Event::InitApply(items))),
+                    State::Listing {
+                        continue_token: Some(next),
+                    },
+                ),
+                Ok((items, None, rv)) => (Ok(Some(Event::InitApply(items))), State::Listed { rv }),
+                Err(Error::InitialListFailed(e)) if is_gone(&e) => {
+                    tracing::info!(url = %self.url, "list continuation expired, listing again");
+                    (Ok(None), State::Empty)
+                }
+                Err(e) => (Err(e), State::Listing { continue_token }),
+            },
+            State::Listed { rv } => (
+                Ok(Some(Event::InitDone {
+                    rv: parse_rv(Some(&rv)),
+                })),
+                State::Connecting { rv },
+            ),
+            State::Connecting { rv } => match self.open_watch(&rv).await {
+                Ok(lines) => (Ok(Some(Event::Connected)), State::Watching { rv, lines }),
+                Err(Error::WatchStartFailed(e)) if is_gone(&e) => {
+                    tracing::info!(url = %self.url, %rv, "watch history compacted, relisting");
+                    (Ok(None), State::Empty)
+                }
+                Err(e) => (Err(e), State::Connecting { rv }),
+            },
+            State::Watching { rv, mut lines } => match lines.next().await {
+                None => (Ok(None), State::Connecting { rv }),
+                Some(Err(e)) => (Err(Error::WatchFailed(e)), State::Connecting { rv }),
+                Some(Ok(line)) if line.trim().is_empty() => {
+                    (Ok(None), State::Watching { rv, lines })
+                }
+                Some(Ok(line)) => self.watch_line(&line, rv, lines),
+            },
+        }
+    }
+
+    fn watch_line(
+        &self,
+        line: &str,
+        rv: String,
+        lines: Lines,
+    ) -> (Result<Option<Event<K>>, Error>, State) {
+        let parsed: WatchLine = match serde_json::from_str(line) {
+            Ok(p) => p,
+            Err(e) => return (Err(Error::Decode(Box::new(e))), State::Connecting { rv }),
+        };
+        let new_rv = parsed
+            .object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match parsed.kind.as_str() {
+            "ERROR" => {
+                let status: Status = serde_json::from_value(parsed.object).unwrap_or_default();
+                if status.code == Some(410) {
+                    tracing::info!(url = %self.url, %rv, "watch history compacted, relisting");
+                    return (Ok(None), State::Empty);
+                }
+                (
+                    Err(Error::WatchError(Box::new(status))),
+                    State::Connecting { rv },
+                )
+            }
+            kind => {
+                let rv = new_rv.unwrap_or(rv);
+                if kind == "BOOKMARK" {
+                    let event = Event::Bookmark {
+                        rv: parse_rv(Some(&rv)),
+                    };
+                    return (Ok(Some(event)), State::Watching { rv, lines });
+                }
+                let packed = match self.pack(parsed.object) {
+                    Ok(p) => p,
+                    Err(e) => return (Err(e), State::Watching { rv, lines }),
+                };
+                let event = match kind {
+                    "DELETED" => Event::Deleted(packed),
+                    _ => Event::Applied(packed),
+                };
+                (Ok(Some(event)), State::Watching { rv, lines })
+            }
+        }
+    }
+
+    async fn list_page(
+        &self,
+        continue_token: &Option<String>,
+    ) -> Result<(Vec<Packed<K>>, Option<String>, String), Error> {
+        let mut lp = ListParams::default();
+        lp.label_selector.clone_from(&self.config.label_selector);
+        lp.field_selector.clone_from(&self.config.field_selector);
+        if self.config.page_size > 0 {
+            lp.limit = Some(self.config.page_size);
+        }
+        lp.continue_token.clone_from(continue_token);
+        let request = Request::new(&self.url);
+        let request = if self.metadata_only {
+            request.list_metadata(&lp)
+        } else {
+            request.list(&lp)
+        }
+        .map_err(Error::BuildRequest)?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(Error::InitialListFailed)?;
+        let page: ListPage = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
+        drop(text);
+        let mut items = Vec::with_capacity(page.items.len());
+        for item in page.items {
+            items.push(self.pack(item)?);
+        }
+        let next = page.metadata.continue_token.filter(|c| !c.is_empty());
+        Ok((
+            items,
+            next,
+            page.metadata.resource_version.unwrap_or_default(),
+        ))
+    }
+
+    async fn open_watch(&self, rv: &str) -> Result<Lines, Error> {
+        let mut wp = WatchParams::default()
+            .timeout(u32::try_from(self.config.watch_timeout.as_secs()).unwrap_or(290));
+        wp.label_selector.clone_from(&self.config.label_selector);
+        wp.field_selector.clone_from(&self.config.field_selector);
+        wp.bookmarks = true;
+        let request = Request::new(&self.url);
+        let mut request = if self.metadata_only {
+            request.watch_metadata(&wp, rv)
+        } else {
+            request.watch(&wp, rv)
+        }
+        .map_err(Error::BuildRequest)?;
+        request.headers_mut().insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        let body = self
+            .client
+            .request_stream(request)
+            .await
+            .map_err(Error::WatchStartFailed)?;
+        Ok(Box::pin(body.lines()))
+    }
+}
