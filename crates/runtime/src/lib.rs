@@ -16,3 +16,7 @@ pub use cache::{ObjectKey, Store};
 pub use client::CachedClient;
 pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
 pub use manager::{Manager, Runnable};
+pub mod conditions;
+pub mod events;
+pub mod finalizer;
+pub mod status;
