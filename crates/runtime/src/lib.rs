@@ -9,14 +9,16 @@
 
 pub mod cache;
 pub mod client;
-pub mod informer;
-pub mod manager;
-
-pub use cache::{ObjectKey, Store};
-pub use client::CachedClient;
-pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
-pub use manager::{Manager, Runnable};
 pub mod conditions;
 pub mod events;
 pub mod finalizer;
+pub mod informer;
+pub mod manager;
 pub mod status;
+
+pub use cache::{ObjectKey, Store};
+pub use client::CachedClient;
+pub use events::Recorder;
+pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
+pub use manager::{Manager, Runnable};
+pub use status::StatusWriter;

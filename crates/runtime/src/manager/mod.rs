@@ -4,6 +4,26 @@
 //! Start with [`Manager::builder`]; add components with [`Manager::add`]; call
 //! [`Manager::run`]. The design is in `docs/design/manager.md`.
 //!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use kore_runtime::manager::{LeaseConfig, Manager, runnable_fn};
+//!
+//! let client = kube::Client::try_default().await?;
+//! let mut manager = Manager::builder(client)
+//!     .leader_election(LeaseConfig::new("kore-system", "my-operator"))
+//!     .metrics_bind_address(([0, 0, 0, 0], 8080).into())
+//!     .health_probe_bind_address(([0, 0, 0, 0], 8081).into())
+//!     .build();
+//! // Controllers take their caches from `manager.informers()` and register their metrics
+//! // in `manager.registry_mut()` before being added.
+//! manager.add(Box::new(runnable_fn("janitor", |shutdown| async move {
+//!     shutdown.cancelled().await;
+//!     Ok(())
+//! })));
+//! manager.run().await?; // until SIGTERM
+//! # Ok(()) }
+//! ```
+//!
 //! # Startup order
 //! 1. the HTTP server(s) for `/metrics`, `/healthz` and `/readyz`;
 //! 2. the shared informers, waiting until every cache has synced (then the built-in
