@@ -12,6 +12,8 @@
 
 mod clients;
 mod load;
+#[allow(dead_code)] // the lead wires it into `--suite`
+mod manager;
 mod procs;
 mod report;
 mod scenarios;
