@@ -307,3 +307,59 @@ async fn a_status_writer_with_a_precondition_refuses_to_write_from_a_stale_objec
     assert_eq!(api.get("web").await?.status, Some(one));
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_repeat_after_the_series_window_starts_a_new_event() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let cm = config_map(&env, "subject").await?;
+    let recorder = Recorder::new(env.client(), Reporter::new("kore.dev/test"));
+    recorder
+        .publish(&failed_sync("boom"), &cm.object_ref(&()))
+        .await?;
+    tokio::time::advance(kore_runtime::events::SERIES_WINDOW / 2).await;
+    recorder
+        .publish(&failed_sync("boom"), &cm.object_ref(&()))
+        .await?;
+    tokio::time::advance(kore_runtime::events::SERIES_WINDOW + std::time::Duration::from_secs(1))
+        .await;
+    recorder
+        .publish(&failed_sync("boom"), &cm.object_ref(&()))
+        .await?;
+    let events: Api<KubeEvent> = Api::namespaced(env.client(), "default");
+    let mut counts: Vec<Option<i32>> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|e| e.series.as_ref().map(|s| s.count))
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [None, Some(2)]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn finalize_does_nothing_for_a_deleting_object_without_its_finalizer() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("held".into());
+    cm.metadata.finalizers = Some(vec!["other.dev/keep".into()]);
+    api.create(&PostParams::default(), &cm).await?;
+    api.delete("held", &DeleteParams::default()).await?;
+    let deleting = api.get("held").await?;
+    let ran = AtomicUsize::new(0);
+    let outcome = finalizer::finalize(&api, FINALIZER, Arc::new(deleting), |_| async {
+        ran.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, CleanupFailed>(())
+    })
+    .await?;
+    assert_eq!(outcome, Outcome::Skipped);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let still = api.get("held").await?;
+    assert_eq!(
+        still.metadata.finalizers,
+        Some(vec!["other.dev/keep".to_string()])
+    );
+    Ok(())
+}
