@@ -122,8 +122,13 @@ async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an
 -> anyhow::Result<()> {
     let env = kore_testenv::TestEnv::start().await?;
     let (a, mut a_runs) = candidate(env.client(), "a");
+    let mut leadership = a.leadership().expect("leader election is on");
     let a_task = tokio::spawn(a.run());
     wait_for(&mut a_runs, true).await;
+    assert_eq!(
+        *leadership.borrow_and_update(),
+        manager::Leadership::Leading
+    );
 
     // Another process overwrites the Lease (as after a partition healed).
     let leases: Api<Lease> = Api::namespaced(env.client(), "default");
@@ -149,6 +154,7 @@ async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an
         a_runs.has_changed().is_err(),
         "leader work was stopped (its future dropped)"
     );
+    assert_eq!(*leadership.borrow(), manager::Leadership::Lost);
     assert_eq!(holder(&env.client()).await.as_deref(), Some("intruder"));
     Ok(())
 }

@@ -222,8 +222,11 @@ impl Builder {
     /// Builds the manager. Nothing runs until [`Manager::run`].
     pub fn build(self) -> Manager {
         let (shutdown, _) = watch::channel(0u32);
+        let elector = self
+            .lease
+            .map(|config| LeaderElector::new(self.client.clone(), config));
         Manager {
-            lease: self.lease,
+            elector,
             metrics_addr: self.metrics_addr,
             health_addr: self.health_addr,
             grace: self.grace,
@@ -239,7 +242,7 @@ impl Builder {
 
 /// Runs a process's components; see the [module docs](self).
 pub struct Manager {
-    lease: Option<LeaseConfig>,
+    elector: Option<LeaderElector>,
     metrics_addr: Option<Listen>,
     health_addr: Option<Listen>,
     grace: Duration,
@@ -254,7 +257,7 @@ pub struct Manager {
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("lease", &self.lease)
+            .field("elector", &self.elector)
             .field("runnables", &self.runnables.len())
             .finish_non_exhaustive()
     }
@@ -377,6 +380,12 @@ impl Manager {
         self
     }
 
+    /// Follows this process's leadership, when leader election is on (`None` otherwise:
+    /// every runnable runs as if leading).
+    pub fn leadership(&self) -> Option<watch::Receiver<Leadership>> {
+        self.elector.as_ref().map(LeaderElector::subscribe)
+    }
+
     /// A handle that stops the manager as a signal would.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
@@ -387,7 +396,7 @@ impl Manager {
     /// Runs everything until shutdown; see the [module docs](self) for the order and errors.
     pub async fn run(self) -> Result<(), Error> {
         let Manager {
-            lease,
+            elector,
             metrics_addr,
             health_addr,
             grace,
@@ -400,15 +409,10 @@ impl Manager {
         } = self;
         let mut guard = AbortOnDrop::default();
         let mut requests = shutdown.subscribe();
-        let elector = match lease {
-            Some(config) => {
-                config.validate()?;
-                let elector = LeaderElector::new(informers.client(), config);
-                elector.register_metrics(&mut registry);
-                Some(elector)
-            }
-            None => None,
-        };
+        if let Some(elector) = &elector {
+            elector.config().validate()?;
+            elector.register_metrics(&mut registry);
+        }
         let registry = Arc::new(registry);
         if handle_signals {
             let tx = Arc::clone(&shutdown);
