@@ -17,6 +17,8 @@ mod clients;
 mod crd;
 mod gc;
 mod load;
+#[allow(dead_code)] // the lead wires it into `--suite`
+mod manager;
 mod procs;
 #[allow(dead_code)] // wired to `--suite` by the lead
 mod rbac;

@@ -9,14 +9,20 @@
 
 pub mod cache;
 pub mod client;
+pub mod conditions;
 pub mod controller;
+pub mod events;
+pub mod finalizer;
 pub mod informer;
 pub mod manager;
 pub mod metrics;
 pub mod queue;
+pub mod status;
 
 pub use cache::{ObjectKey, Store};
 pub use client::CachedClient;
 pub use controller::{Action, Controller, Reconciler};
+pub use events::Recorder;
 pub use informer::{Change, InformerConfig, Informers, SharedInformer, Subscription};
 pub use manager::{Manager, Runnable};
+pub use status::StatusWriter;

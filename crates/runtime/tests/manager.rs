@@ -122,8 +122,13 @@ async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an
 -> anyhow::Result<()> {
     let env = kore_testenv::TestEnv::start().await?;
     let (a, mut a_runs) = candidate(env.client(), "a");
+    let mut leadership = a.leadership().expect("leader election is on");
     let a_task = tokio::spawn(a.run());
     wait_for(&mut a_runs, true).await;
+    assert_eq!(
+        *leadership.borrow_and_update(),
+        manager::Leadership::Leading
+    );
 
     // Another process overwrites the Lease (as after a partition healed).
     let leases: Api<Lease> = Api::namespaced(env.client(), "default");
@@ -149,6 +154,7 @@ async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an
         a_runs.has_changed().is_err(),
         "leader work was stopped (its future dropped)"
     );
+    assert_eq!(*leadership.borrow(), manager::Leadership::Lost);
     assert_eq!(holder(&env.client()).await.as_deref(), Some("intruder"));
     Ok(())
 }
@@ -452,6 +458,96 @@ async fn metrics_serves_the_registry_with_the_leader_election_status() -> anyhow
         "{body}"
     );
     assert!(body.trim_end().ends_with("# EOF"), "{body}");
+
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn readiness_and_runnables_wait_until_the_caches_synced() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kore_runtime::InformerConfig;
+
+    let env = kore_testenv::TestEnv::start().await?;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for name in ["one", "two"] {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+    let mut mgr = Manager::builder(env.client()).handle_signals(false).build();
+    let store = mgr
+        .informers()
+        .get::<ConfigMap>(InformerConfig::default().namespace("default"))
+        .store();
+    let health = mgr.health().clone();
+    assert!(
+        !health.readyz().is_ok(),
+        "not ready before the manager runs"
+    );
+    let (tx, seen) = tokio::sync::oneshot::channel();
+    let seen_by_runnable = store.clone();
+    mgr.add(Box::new(runnable_fn(
+        "reader",
+        move |shutdown| async move {
+            let _ = tx.send(seen_by_runnable.len());
+            shutdown.cancelled().await;
+            Ok(())
+        },
+    )));
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+
+    assert_eq!(seen.await?, 2, "the runnable started on a synced cache");
+    health.readiness().ready().await;
+    assert!(store.is_synced());
+    assert!(health.readyz().is_ok());
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn readyz_stays_unready_while_a_cache_cannot_sync() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kore_runtime::InformerConfig;
+
+    let env = kore_testenv::TestEnv::start().await?;
+    let mgr = Manager::builder(env.client()).handle_signals(false).build();
+    // The server rejects this selector, so the informer's list fails and it keeps retrying.
+    let store = mgr
+        .informers()
+        .get::<ConfigMap>(InformerConfig::default().label_selector("a in (b"))
+        .store();
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = Arc::clone(&started);
+    let mut mgr = mgr;
+    mgr.add(Box::new(runnable_fn(
+        "never",
+        move |_shutdown| async move {
+            s.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        },
+    )));
+    let health = mgr.health().clone();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(!store.is_synced());
+    let report = health.readyz();
+    assert!(!report.is_ok());
+    assert!(
+        report
+            .render("readyz", true)
+            .contains("[-]initialized failed")
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        0,
+        "no runnable starts before the sync"
+    );
 
     stop.shutdown();
     task.await??;

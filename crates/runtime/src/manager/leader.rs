@@ -216,6 +216,11 @@ impl LeaderElector {
         self.gauge().set(0);
     }
 
+    /// The Lease this elector competes for.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
     /// Follows leadership changes.
     pub fn subscribe(&self) -> watch::Receiver<Leadership> {
         self.tx.subscribe()

@@ -4,6 +4,26 @@
 //! Start with [`Manager::builder`]; add components with [`Manager::add`]; call
 //! [`Manager::run`]. The design is in `docs/design/manager.md`.
 //!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use kore_runtime::manager::{LeaseConfig, Manager, runnable_fn};
+//!
+//! let client = kube::Client::try_default().await?;
+//! let mut manager = Manager::builder(client)
+//!     .leader_election(LeaseConfig::new("kore-system", "my-operator"))
+//!     .metrics_bind_address(([0, 0, 0, 0], 8080).into())
+//!     .health_probe_bind_address(([0, 0, 0, 0], 8081).into())
+//!     .build();
+//! // Controllers take their caches from `manager.informers()` and register their metrics
+//! // in `manager.registry_mut()` before being added.
+//! manager.add(Box::new(runnable_fn("janitor", |shutdown| async move {
+//!     shutdown.cancelled().await;
+//!     Ok(())
+//! })));
+//! manager.run().await?; // until SIGTERM
+//! # Ok(()) }
+//! ```
+//!
 //! # Startup order
 //! 1. the HTTP server(s) for `/metrics`, `/healthz` and `/readyz`;
 //! 2. the shared informers, waiting until every cache has synced (then the built-in
@@ -42,8 +62,10 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
+
+use crate::informer::Informers;
 
 pub use health::{Health, Readiness, ReadyHandle};
 pub use leader::{LeaderElector, Leadership, LeaseConfig};
@@ -200,14 +222,17 @@ impl Builder {
     /// Builds the manager. Nothing runs until [`Manager::run`].
     pub fn build(self) -> Manager {
         let (shutdown, _) = watch::channel(0u32);
+        let elector = self
+            .lease
+            .map(|config| LeaderElector::new(self.client.clone(), config));
         Manager {
-            client: self.client,
-            lease: self.lease,
+            elector,
             metrics_addr: self.metrics_addr,
             health_addr: self.health_addr,
             grace: self.grace,
             handle_signals: self.handle_signals,
             runnables: self.runnables,
+            informers: Informers::new(self.client),
             registry: Registry::default(),
             health: Health::new(),
             shutdown: Arc::new(shutdown),
@@ -217,13 +242,13 @@ impl Builder {
 
 /// Runs a process's components; see the [module docs](self).
 pub struct Manager {
-    client: kube::Client,
-    lease: Option<LeaseConfig>,
+    elector: Option<LeaderElector>,
     metrics_addr: Option<Listen>,
     health_addr: Option<Listen>,
     grace: Duration,
     handle_signals: bool,
     runnables: Vec<Box<dyn Runnable>>,
+    informers: Informers,
     registry: Registry,
     health: Health,
     shutdown: Arc<watch::Sender<u32>>,
@@ -232,7 +257,7 @@ pub struct Manager {
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("lease", &self.lease)
+            .field("elector", &self.elector)
             .field("runnables", &self.runnables.len())
             .finish_non_exhaustive()
     }
@@ -251,13 +276,17 @@ impl ShutdownHandle {
     }
 }
 
-/// Aborts the tasks it holds when dropped, so dropping [`Manager::run`]'s future ends them.
+/// Aborts the tasks it holds (and cancels the tokens) when dropped, so dropping
+/// [`Manager::run`]'s future ends everything it started.
 #[derive(Default)]
-struct AbortOnDrop(Vec<AbortHandle>);
+struct AbortOnDrop {
+    tasks: Vec<AbortHandle>,
+    tokens: Vec<DropGuard>,
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        for h in &self.0 {
+        for h in &self.tasks {
             h.abort();
         }
     }
@@ -298,7 +327,7 @@ impl Phase {
     {
         let handle = self.tracker.spawn(fut);
         self.handles.push(handle.abort_handle());
-        guard.0.push(handle.abort_handle());
+        guard.tasks.push(handle.abort_handle());
     }
 
     fn abort(&self) {
@@ -323,9 +352,15 @@ impl Manager {
         }
     }
 
-    /// The client components should use.
-    pub fn client(&self) -> &kube::Client {
-        &self.client
+    /// The client components should use (the one the informers use).
+    pub fn client(&self) -> kube::Client {
+        self.informers.client()
+    }
+
+    /// The shared informers: controllers get their caches here before [`Manager::run`]; the
+    /// manager starts them and waits until they synced before starting any runnable.
+    pub fn informers(&self) -> &Informers {
+        &self.informers
     }
 
     /// The registry served on `/metrics`; register metric families here before
@@ -345,6 +380,12 @@ impl Manager {
         self
     }
 
+    /// Follows this process's leadership, when leader election is on (`None` otherwise:
+    /// every runnable runs as if leading).
+    pub fn leadership(&self) -> Option<watch::Receiver<Leadership>> {
+        self.elector.as_ref().map(LeaderElector::subscribe)
+    }
+
     /// A handle that stops the manager as a signal would.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
@@ -355,33 +396,28 @@ impl Manager {
     /// Runs everything until shutdown; see the [module docs](self) for the order and errors.
     pub async fn run(self) -> Result<(), Error> {
         let Manager {
-            client,
-            lease,
+            elector,
             metrics_addr,
             health_addr,
             grace,
             handle_signals,
             runnables,
+            informers,
             mut registry,
             health,
             shutdown,
         } = self;
         let mut guard = AbortOnDrop::default();
         let mut requests = shutdown.subscribe();
-        let elector = match lease {
-            Some(config) => {
-                config.validate()?;
-                let elector = LeaderElector::new(client.clone(), config);
-                elector.register_metrics(&mut registry);
-                Some(elector)
-            }
-            None => None,
-        };
+        if let Some(elector) = &elector {
+            elector.config().validate()?;
+            elector.register_metrics(&mut registry);
+        }
         let registry = Arc::new(registry);
         if handle_signals {
             let tx = Arc::clone(&shutdown);
             guard
-                .0
+                .tasks
                 .push(tokio::spawn(forward_signals(tx)).abort_handle());
         }
         let (fail_tx, mut failures) = mpsc::channel::<(String, RunError)>(runnables.len() + 4);
@@ -411,7 +447,15 @@ impl Manager {
             phases.push(servers);
 
             // 2. The shared informers, until every cache synced.
-            // (Informers join here once rt-informer lands.)
+            let caches = Phase::new("informers");
+            guard.tokens.push(caches.token.clone().drop_guard());
+            informers.start(caches.token.clone());
+            phases.push(caches);
+            tokio::select! {
+                () = informers.wait_until_synced() => {}
+                _ = requests.changed() => break 'run Stop::Requested,
+            }
+            tracing::debug!("caches synced");
             health.readiness().release_initial();
 
             let (leaders, others): (Vec<_>, Vec<_>) = runnables

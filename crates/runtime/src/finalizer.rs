@@ -1,0 +1,200 @@
+//! Finalizers: make sure cleanup runs before an object goes away.
+//!
+//! [`finalize`] is the whole protocol for one reconcile: while the object lives it adds the
+//! finalizer (if missing) and then calls the function with [`Event::Apply`]; once the object
+//! is being deleted it calls the function with [`Event::Cleanup`] and, when that succeeded,
+//! removes the finalizer so the API server can delete the object. [`add_finalizer`] and
+//! [`remove_finalizer`] are the two writes on their own.
+//!
+//! # Guarantees
+//! - Safe under conflicts: each write carries the resourceVersion it was computed from and
+//!   changes only this finalizer's entry. On 409 Conflict the object is read again and the
+//!   write recomputed, so finalizers other writers added or removed meanwhile are kept.
+//! - Cleanup runs before the finalizer is removed; if it fails, the finalizer stays and the
+//!   error is returned (retry with backoff).
+//! - Nothing runs for an object that is being deleted and no longer carries this finalizer.
+//!
+//! # Assumptions
+//! - Cleanup is idempotent: it may run again after a crash between cleanup and removal.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// How many times a write is recomputed after conflicts before giving up.
+const ATTEMPTS: usize = 8;
+
+/// Errors of the finalizer helper.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error<E: std::error::Error + 'static> {
+    /// The apply or cleanup function failed; for cleanup the finalizer stays. Retry with
+    /// backoff.
+    #[error("{0}")]
+    Reconcile(#[source] E),
+    /// Adding the finalizer failed. Retry with backoff.
+    #[error("adding the finalizer")]
+    Add(#[source] kube::Error),
+    /// Removing the finalizer failed. Retry with backoff (cleanup will run again).
+    #[error("removing the finalizer")]
+    Remove(#[source] kube::Error),
+    /// The object has no name, or the finalizer name is empty. A bug; do not retry.
+    #[error("invalid input: {0}")]
+    Invalid(&'static str),
+}
+
+/// What the reconcile function is asked to do.
+#[derive(Debug)]
+pub enum Event<K> {
+    /// The object lives and carries the finalizer: make the world match it.
+    Apply(Arc<K>),
+    /// The object is being deleted: release what it holds. The finalizer is removed once
+    /// this returns `Ok`.
+    Cleanup(Arc<K>),
+}
+
+/// What [`finalize`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// The finalizer was just added. The write produces a watch event, so the object comes
+    /// back for a reconcile that applies it; nothing else ran.
+    Added,
+    /// The function ran for [`Event::Apply`].
+    Applied(T),
+    /// The function ran for [`Event::Cleanup`] and the finalizer was removed.
+    CleanedUp(T),
+    /// The object is being deleted without this finalizer: nothing to do.
+    Skipped,
+}
+
+/// Runs one reconcile of `obj` under the finalizer `name`; see the [module docs](self).
+pub async fn finalize<K, T, E, F, Fut>(
+    api: &Api<K>,
+    name: &str,
+    obj: Arc<K>,
+    reconcile: F,
+) -> Result<Outcome<T>, Error<E>>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    E: std::error::Error + 'static,
+    F: FnOnce(Event<K>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    if name.is_empty() {
+        return Err(Error::Invalid("empty finalizer name"));
+    }
+    let meta = obj.meta();
+    let has = meta.finalizers.iter().flatten().any(|f| f == name);
+    let deleting = meta.deletion_timestamp.is_some();
+    match (deleting, has) {
+        (false, false) => {
+            add_finalizer(api, &obj, name).await.map_err(Error::Add)?;
+            Ok(Outcome::Added)
+        }
+        (false, true) => {
+            let out = reconcile(Event::Apply(obj))
+                .await
+                .map_err(Error::Reconcile)?;
+            Ok(Outcome::Applied(out))
+        }
+        (true, true) => {
+            let out = reconcile(Event::Cleanup(Arc::clone(&obj)))
+                .await
+                .map_err(Error::Reconcile)?;
+            remove_finalizer(api, &obj, name)
+                .await
+                .map_err(Error::Remove)?;
+            Ok(Outcome::CleanedUp(out))
+        }
+        (true, false) => Ok(Outcome::Skipped),
+    }
+}
+
+/// Adds the finalizer `name` to `obj` unless present; returns the object as written (or as
+/// read, if nothing had to change). Conflicts are retried on a fresh read.
+pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, name: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    update_finalizers(api, obj, |list| {
+        if list.iter().any(|f| f == name) {
+            false
+        } else {
+            list.push(name.to_string());
+            true
+        }
+    })
+    .await
+    .map(|o| o.unwrap_or_else(|| obj.clone()))
+}
+
+/// Removes the finalizer `name` from `obj` if present; returns the object as written, or
+/// `None` when it is gone (removing the last finalizer of a deleted object deletes it).
+/// Conflicts are retried on a fresh read.
+pub async fn remove_finalizer<K>(
+    api: &Api<K>,
+    obj: &K,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    update_finalizers(api, obj, |list| {
+        let before = list.len();
+        list.retain(|f| f != name);
+        list.len() != before
+    })
+    .await
+}
+
+/// Applies `change` to the finalizer list and writes it with a resourceVersion
+/// precondition, re-reading and recomputing after each conflict. `Ok(None)` when the object
+/// is gone; the object as read when `change` made no change.
+async fn update_finalizers<K>(
+    api: &Api<K>,
+    obj: &K,
+    change: impl Fn(&mut Vec<String>) -> bool,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let Some(name) = obj.meta().name.clone() else {
+        return Ok(None);
+    };
+    let mut current = obj.clone();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut list = current.meta().finalizers.clone().unwrap_or_default();
+        if !change(&mut list) {
+            return Ok(Some(current));
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": current.meta().resource_version,
+                "finalizers": list,
+            }
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => return Ok(Some(written)),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => {
+                tracing::debug!(%name, attempt, "finalizer write conflicted; re-reading");
+                match api.get_opt(&name).await? {
+                    Some(fresh) => current = fresh,
+                    None => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
