@@ -34,6 +34,7 @@ pub struct Builder {
     tcp: bool,
     insecure: bool,
     data_dir: Option<PathBuf>,
+    port: u16,
 }
 
 impl Builder {
@@ -41,6 +42,13 @@ impl Builder {
     /// write a kubeconfig file for it.
     pub fn tcp(mut self) -> Self {
         self.tcp = true;
+        self
+    }
+
+    /// Listens on this port of 127.0.0.1 instead of a free one (with [`Builder::tcp`]), so a
+    /// test can restart a server where its clients expect it.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
         self
     }
 
@@ -80,7 +88,7 @@ impl Builder {
         let client = kube::Client::new(server.router(), "default");
         let (endpoint, kubeconfig, dir) = if self.tcp {
             let endpoint = server
-                .listen(([127, 0, 0, 1], 0).into(), self.insecure)
+                .listen(([127, 0, 0, 1], self.port).into(), self.insecure)
                 .await
                 .context("listening on 127.0.0.1")?;
             let dir = tempfile::tempdir().context("creating a temporary directory")?;
