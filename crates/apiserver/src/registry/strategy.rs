@@ -120,8 +120,13 @@ pub trait Strategy: Send + Sync + 'static {
     fn table_cells(&self, obj: &Value, now: i64) -> Vec<Value> {
         let _ = (obj, now);
         Vec::new()
+    }
+
     /// The `Warning` every request to this resource gets (deprecated custom resource versions).
     fn deprecation_warning(&self) -> Option<String> {
+        None
+    }
+
     /// The structural schema of the served version, for custom resources (apply uses its list types).
     fn structural_schema(&self) -> Option<std::sync::Arc<crate::schema::Structural>> {
         None
