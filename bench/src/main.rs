@@ -10,22 +10,17 @@
 //! can be read from /proc and the load generator does not share their runtime. Only
 //! `TestEnv::start()` runs in this process, because that is what it is for.
 
-#[allow(dead_code)] // wired to `--suite apply` by the lead
 mod apply;
 mod clients;
-#[allow(dead_code)] // wired to `--suite` by the lead
 mod crd;
 mod gc;
 mod load;
-#[allow(dead_code)] // the lead wires it into `--suite`
 mod manager;
 mod procs;
-#[allow(dead_code)] // wired to `--suite` by the lead
 mod rbac;
 mod report;
 mod runtime_queue;
 mod scenarios;
-#[allow(dead_code)] // wired to `--suite` by the lead
 mod schema;
 mod suite;
 mod svg;
@@ -116,8 +111,17 @@ impl Suite {
 async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>> {
     let mut rows = Vec::new();
     match suite {
-        Suite::Runtime => rows.extend(runtime_queue::run(quick).await?),
-        Suite::Crd => {}
+        Suite::Runtime => {
+            rows.extend(runtime_queue::run(quick).await?);
+            rows.extend(manager::run(quick).await?);
+        }
+        Suite::Crd => {
+            rows.extend(schema::run(quick).await?);
+            rows.extend(crd::run(quick).await?);
+            rows.extend(gc::run(quick).await?);
+            rows.extend(apply::run(quick).await?);
+            rows.extend(rbac::run(quick).await?);
+        }
     }
     Ok(rows)
 }
