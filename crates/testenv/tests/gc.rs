@@ -670,3 +670,33 @@ async fn orphan_and_foreground_finalizers_cannot_both_be_set() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_explicit_orphan_dependents_false_that_must_wait_is_answered_202() {
+    within(async {
+        let env = TestEnv::start().await.expect("start");
+        let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+        cms.create(
+            &PostParams::default(),
+            &cm("held", &[], &["example.com/hold"]),
+        )
+        .await
+        .expect("create");
+        let req = http::Request::delete("/api/v1/namespaces/default/configmaps/held")
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(
+                serde_json::to_vec(&json!({"orphanDependents": false})).expect("json"),
+            ))
+            .expect("request");
+        let resp = env.client().send(req).await.expect("response");
+        assert_eq!(resp.status().as_u16(), 202);
+        let held = cms.get("held").await.expect("still held");
+        assert!(held.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            held.finalizers(),
+            ["example.com/hold"],
+            "no GC finalizer for false"
+        );
+    })
+    .await;
+}

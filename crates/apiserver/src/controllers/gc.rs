@@ -1277,6 +1277,60 @@ mod tests {
         task.await.expect("the collector stops");
     }
 
+    #[tokio::test]
+    async fn a_collector_behind_a_tiny_history_rebuilds_its_graph_and_still_collects() {
+        use crate::registry::Registry;
+        use crate::storage::{MemoryBackend, Storage, Store, StoreConfig};
+        let store = Store::open(
+            Arc::new(MemoryBackend),
+            StoreConfig::default().history_capacity(4),
+        )
+        .expect("store");
+        let registry = Arc::new(Registry::new(store));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(super::run(registry.clone(), stop.clone()));
+        // Let the collector list and start watching.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let store = registry.store();
+        store
+            .create(
+                "/core/configmaps/ns/lost",
+                cm(
+                    "lost",
+                    "ns",
+                    json!([owner("ghost", true)]),
+                    json!([]),
+                    false,
+                ),
+            )
+            .await
+            .expect("create");
+        // Far more writes than the history holds, without giving the collector a turn between
+        // (the test runtime has one thread), so its watch expires and it lists again.
+        for i in 0..64 {
+            let uid = format!("filler-{i}");
+            store
+                .create(
+                    &format!("/core/configmaps/ns/{uid}"),
+                    cm(&uid, "ns", json!([]), json!([]), false),
+                )
+                .await
+                .expect("create");
+        }
+        let gone = tokio::time::timeout(Duration::from_secs(10), async {
+            while store.get("/core/configmaps/ns/lost").is_ok() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(
+            gone.is_ok(),
+            "the dependent of a missing owner was collected"
+        );
+        stop.cancel();
+        task.await.expect("the collector stops");
+    }
+
     #[test]
     fn retry_delays_double_per_failure_up_to_the_cap_and_reset_on_success() {
         let q = Queue::default();
