@@ -1063,6 +1063,72 @@ mod tests {
     }
 
     #[test]
+    fn random_applies_by_three_managers_keep_ownership_and_data_consistent() {
+        use rand::{Rng, SeedableRng};
+        let managers = ["m0", "m1", "m2"];
+        let keys = ["a", "b", "c", "d", "e"];
+        for seed in 0..50u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut live: Option<Value> = None;
+            for _ in 0..40 {
+                let m = managers[rng.random_range(0..managers.len())];
+                let force = rng.random_bool(0.5);
+                let mut data = Map::new();
+                for k in keys {
+                    if rng.random_bool(0.4) {
+                        data.insert(k.into(), json!(rng.random_range(0..2).to_string()));
+                    }
+                }
+                let config = json!({"metadata": {"name": "c"}, "data": data});
+                let Ok(out) = run(live.as_ref(), config, &params(m, force)) else {
+                    assert!(!force, "a forced apply never conflicts");
+                    continue;
+                };
+                // The applier's values are in the object, and it owns exactly its keys.
+                for (k, v) in &data {
+                    assert_eq!(&out["data"][k], v, "seed {seed}");
+                }
+                let owned: Vec<String> = decode_managed(&out)
+                    .iter()
+                    .find(|e| e.manager == m)
+                    .map(|e| e.fields.paths())
+                    .unwrap_or_default();
+                let mut expected: Vec<String> = data.keys().map(|k| format!(".data.{k}")).collect();
+                if data.is_empty() {
+                    expected.push(".data".into());
+                }
+                assert_eq!(owned, expected, "seed {seed}");
+                // Every data key is owned by someone, and every owned key exists.
+                let mut all = FieldSet::new();
+                for e in decode_managed(&out) {
+                    all.union(&e.fields);
+                }
+                let present: Vec<&String> = out["data"]
+                    .as_object()
+                    .map(|d| d.keys().collect())
+                    .unwrap_or_default();
+                for k in &present {
+                    assert!(
+                        all.child("f:data")
+                            .and_then(|d| d.child(&format!("f:{k}")))
+                            .is_some(),
+                        "seed {seed}: {k} is owned by nobody in {out}"
+                    );
+                }
+                for path in all.paths() {
+                    if let Some(k) = path.strip_prefix(".data.") {
+                        assert!(
+                            present.iter().any(|p| *p == k),
+                            "seed {seed}: {path} owned but absent"
+                        );
+                    }
+                }
+                live = Some(out);
+            }
+        }
+    }
+
+    #[test]
     fn unchanged_objects_keep_the_writers_time() {
         let old = vec![ManagedEntry {
             manager: "m".into(),
