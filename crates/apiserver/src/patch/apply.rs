@@ -509,10 +509,15 @@ fn diff(
 ) {
     match (old, new) {
         (None, None) => {}
+        (Some(o), Some(n)) if o == n => {}
         (Some(o), Some(n)) => {
             match (o, n) {
                 (Value::Object(om), Value::Object(nm)) if !cur.atomic_object() => {
                     for (k, ov) in om {
+                        // Equal values hold no change: skip them without building paths.
+                        if nm.get(k) == Some(ov) {
+                            continue;
+                        }
                         path.push(field_element(k));
                         diff(Some(ov), nm.get(k), &cur.field(k), path, out);
                         path.pop();
@@ -767,24 +772,27 @@ pub(crate) fn put_managed(obj: &mut Value, entries: &mut Vec<ManagedEntry>) {
 
 /// Whether two objects are equal once their managedFields are left aside.
 pub(crate) fn same_ignoring_managed_fields(a: &Value, b: &Value) -> bool {
+    fn same_meta(a: Option<&Value>, b: Option<&Value>) -> bool {
+        match (a, b) {
+            (Some(Value::Object(am)), Some(Value::Object(bm))) => {
+                let counted =
+                    |m: &Map<String, Value>| m.len() - usize::from(m.contains_key("managedFields"));
+                counted(am) == counted(bm)
+                    && am
+                        .iter()
+                        .filter(|(k, _)| *k != "managedFields")
+                        .all(|(k, v)| bm.get(k) == Some(v))
+            }
+            (a, b) => a == b,
+        }
+    }
     match (a, b) {
         (Value::Object(am), Value::Object(bm)) => {
-            let empty = Map::new();
-            let meta = |m: &Map<String, Value>| -> Map<String, Value> {
-                m.get("metadata")
-                    .and_then(Value::as_object)
-                    .unwrap_or(&empty)
-                    .iter()
-                    .filter(|(k, _)| *k != "managedFields")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
             am.len() == bm.len()
                 && am
                     .iter()
                     .all(|(k, v)| k == "metadata" || bm.get(k) == Some(v))
-                && bm.contains_key("metadata") == am.contains_key("metadata")
-                && meta(am) == meta(bm)
+                && same_meta(am.get("metadata"), bm.get("metadata"))
         }
         _ => a == b,
     }
@@ -1126,6 +1134,20 @@ mod tests {
                 live = Some(out);
             }
         }
+    }
+
+    #[test]
+    fn objects_differing_only_in_managed_fields_are_the_same() {
+        let a = json!({"metadata": {"name": "c", "managedFields": [{"manager": "x"}]}, "data": {"a": "1"}});
+        let b = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        let c = json!({"metadata": {"name": "c", "labels": {"l": "v"}}, "data": {"a": "1"}});
+        assert!(same_ignoring_managed_fields(&a, &b));
+        assert!(same_ignoring_managed_fields(&b, &a));
+        assert!(!same_ignoring_managed_fields(&a, &c));
+        assert!(!same_ignoring_managed_fields(
+            &b,
+            &json!({"metadata": {"name": "c"}})
+        ));
     }
 
     #[test]
