@@ -71,11 +71,17 @@ pub(crate) enum Lists<'a> {
     Custom(&'a Structural),
 }
 
-/// A position in the schema while walking an object.
-#[derive(Clone, Debug)]
-enum Cursor<'a> {
-    /// In a built-in kind (or anywhere in `metadata`): the dotted path so far.
-    Builtin { kind: &'a str, path: String },
+/// A position in the schema while walking an object. A built-in position is the chain of
+/// field names from the root, borrowed from the walk, so moving to a field allocates nothing;
+/// the dotted path is built only when a list asks for its type.
+#[derive(Clone, Copy, Debug)]
+enum Cursor<'a, 'p> {
+    /// In a built-in kind (or anywhere in `metadata`): the field `name` below `parent`.
+    Builtin {
+        kind: &'a str,
+        parent: Option<&'p Cursor<'a, 'p>>,
+        name: &'p str,
+    },
     /// In a custom kind: the schema node, if the schema describes the position.
     Custom {
         node: Option<&'a Structural>,
@@ -83,12 +89,13 @@ enum Cursor<'a> {
     },
 }
 
-impl<'a> Cursor<'a> {
-    fn root(lists: Lists<'a>) -> Cursor<'a> {
+impl<'a, 'p> Cursor<'a, 'p> {
+    fn root(lists: Lists<'a>) -> Cursor<'a, 'p> {
         match lists {
             Lists::Builtin(kind) => Cursor::Builtin {
                 kind,
-                path: String::new(),
+                parent: None,
+                name: "",
             },
             Lists::Custom(s) => Cursor::Custom {
                 node: Some(s),
@@ -97,21 +104,21 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn field(&self, name: &str) -> Cursor<'a> {
-        match self {
-            Cursor::Builtin { kind, path } => {
-                let mut p = String::with_capacity(path.len() + name.len() + 1);
-                p.push_str(path);
-                if !p.is_empty() {
-                    p.push('.');
-                }
-                p.push_str(name);
-                Cursor::Builtin { kind, path: p }
-            }
+    fn field<'q>(&'q self, name: &'q str) -> Cursor<'a, 'q>
+    where
+        'p: 'q,
+    {
+        match *self {
+            Cursor::Builtin { kind, .. } => Cursor::Builtin {
+                kind,
+                parent: Some(self),
+                name,
+            },
             // Every kind's metadata is an ObjectMeta, whatever the schema says.
             Cursor::Custom { root: true, .. } if name == "metadata" => Cursor::Builtin {
                 kind: "",
-                path: "metadata".into(),
+                parent: None,
+                name: "metadata",
             },
             Cursor::Custom { node, .. } => Cursor::Custom {
                 node: node.and_then(|n| n.property(name)),
@@ -120,9 +127,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn item(&self) -> Cursor<'a> {
-        match self {
-            Cursor::Builtin { .. } => self.clone(),
+    fn item(&self) -> Cursor<'a, 'p> {
+        match *self {
+            Cursor::Builtin { .. } => *self,
             Cursor::Custom { node, .. } => Cursor::Custom {
                 node: node.and_then(Structural::items),
                 root: false,
@@ -130,9 +137,42 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The dotted path of a built-in position (`spec.template.spec.containers`).
+    fn dotted(&self) -> String {
+        let mut names = Vec::new();
+        let mut at = Some(self);
+        while let Some(Cursor::Builtin { parent, name, .. }) = at {
+            if !name.is_empty() {
+                names.push(*name);
+            }
+            at = *parent;
+        }
+        names.reverse();
+        names.join(".")
+    }
+
+    /// Whether a built-in position is exactly `dotted`, without building its path.
+    fn is_at(&self, dotted: &str) -> bool {
+        let mut at = Some(self);
+        for want in dotted.rsplit('.') {
+            match at {
+                Some(Cursor::Builtin { parent, name, .. }) if *name == want => at = *parent,
+                _ => return false,
+            }
+        }
+        matches!(
+            at,
+            None | Some(Cursor::Builtin {
+                name: "",
+                parent: None,
+                ..
+            })
+        )
+    }
+
     fn list_type(&self) -> ListType {
         match self {
-            Cursor::Builtin { kind, path } => match list_strategy(kind, path) {
+            Cursor::Builtin { kind, .. } => match list_strategy(kind, &self.dotted()) {
                 Some(ListStrategy::Set) => ListType::Set,
                 Some(ListStrategy::MergeByKey(key)) => ListType::Map(vec![key.to_string()]),
                 None => ListType::Atomic,
@@ -143,9 +183,9 @@ impl<'a> Cursor<'a> {
 
     fn atomic_object(&self) -> bool {
         match self {
-            Cursor::Builtin { kind, path } => {
-                ATOMIC_OBJECTS.iter().any(|(k, p)| k == kind && p == path)
-            }
+            Cursor::Builtin { kind, .. } => ATOMIC_OBJECTS
+                .iter()
+                .any(|(k, p)| k == kind && self.is_at(p)),
             Cursor::Custom { .. } => false,
         }
     }
@@ -185,7 +225,7 @@ fn item_elements(items: &[Value], lt: &ListType) -> Option<Vec<String>> {
 fn for_each_root_field<'a>(
     objects: &[Option<&'a Value>],
     lists: Lists<'a>,
-    mut f: impl FnMut(&[String], &Cursor<'a>, &dyn Fn(&'a Value) -> Option<&'a Value>),
+    mut f: impl FnMut(&[String], &Cursor<'a, '_>, &dyn Fn(&'a Value) -> Option<&'a Value>),
 ) {
     let root = Cursor::root(lists);
     let mut keys: Vec<&str> = Vec::new();
@@ -245,7 +285,7 @@ pub(crate) fn field_set(config: &Value, lists: Lists<'_>) -> FieldSet {
     set
 }
 
-fn owned_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
+fn owned_fields(v: &Value, cur: &Cursor<'_, '_>) -> FieldSet {
     let mut node = FieldSet::new();
     match v {
         Value::Object(m) if !m.is_empty() && !cur.atomic_object() => {
@@ -279,7 +319,7 @@ fn owned_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
 
 /// Every path in `v` (each node a member), as the comparison of an added or removed value
 /// reports it.
-fn all_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
+fn all_fields(v: &Value, cur: &Cursor<'_, '_>) -> FieldSet {
     let mut node = FieldSet::new();
     match v {
         Value::Object(m) if !cur.atomic_object() => {
@@ -317,7 +357,7 @@ fn graft(set: &mut FieldSet, path: &[String], node: FieldSet) {
 
 /// Merges an apply body into the live value: objects per key, granular lists per item,
 /// everything else replaced. A `null` in the body removes the field.
-fn merge(live: Option<&Value>, config: &Value, cur: &Cursor<'_>) -> Value {
+fn merge(live: Option<&Value>, config: &Value, cur: &Cursor<'_, '_>) -> Value {
     match (live, config) {
         (Some(Value::Object(l)), Value::Object(c)) if !cur.atomic_object() => {
             let mut out = l.clone();
@@ -368,7 +408,7 @@ fn without_nulls(v: &Value) -> Value {
 
 /// Drops from `config` the fields that decoding dropped from the merged object (fields the
 /// kind does not know), so that the applier owns only real fields.
-fn retain_known(config: &mut Value, decoded: &Value, cur: &Cursor<'_>) {
+fn retain_known(config: &mut Value, decoded: &Value, cur: &Cursor<'_, '_>) {
     match (config, decoded) {
         (Value::Object(c), Value::Object(d)) => {
             c.retain(|k, v| {
@@ -503,7 +543,7 @@ pub(crate) fn compare(old: Option<&Value>, new: &Value, lists: Lists<'_>) -> Com
 fn diff(
     old: Option<&Value>,
     new: Option<&Value>,
-    cur: &Cursor<'_>,
+    cur: &Cursor<'_, '_>,
     path: &mut Vec<String>,
     out: &mut Comparison,
 ) {
