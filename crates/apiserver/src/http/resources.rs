@@ -374,8 +374,8 @@ async fn object(
         }
         Method::PATCH => {
             let mut opts = write_options(q)?;
-            // The content type first: kubectl `apply --server-side` always sends `force`, and
-            // an apply patch must get the 415 for its type, not a complaint about `force`.
+            // The content type first: `force` is allowed only with an apply patch (kubectl
+            // `apply --server-side` always sends it).
             let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
             })?;
