@@ -380,9 +380,9 @@ async fn object(
         }
         Method::PATCH => {
             let mut opts = write_options(q)?;
-            // The content type first: kubectl `apply --server-side` always sends `force`, and
-            // an apply patch must get the 415 for its type, not a complaint about `force`.
-            // Custom resources (they have a structural schema) take no strategic merge patch.
+            // The content type first: `force` is allowed only with an apply patch (kubectl
+            // `apply --server-side` always sends it). Custom resources (they have a structural
+            // schema) take no strategic merge patch.
             let builtin = res.strategy.structural_schema().is_none();
             let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),

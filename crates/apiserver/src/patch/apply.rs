@@ -71,11 +71,17 @@ pub(crate) enum Lists<'a> {
     Custom(&'a Structural),
 }
 
-/// A position in the schema while walking an object.
-#[derive(Clone, Debug)]
-enum Cursor<'a> {
-    /// In a built-in kind (or anywhere in `metadata`): the dotted path so far.
-    Builtin { kind: &'a str, path: String },
+/// A position in the schema while walking an object. A built-in position is the chain of
+/// field names from the root, borrowed from the walk, so moving to a field allocates nothing;
+/// the dotted path is built only when a list asks for its type.
+#[derive(Clone, Copy, Debug)]
+enum Cursor<'a, 'p> {
+    /// In a built-in kind (or anywhere in `metadata`): the field `name` below `parent`.
+    Builtin {
+        kind: &'a str,
+        parent: Option<&'p Cursor<'a, 'p>>,
+        name: &'p str,
+    },
     /// In a custom kind: the schema node, if the schema describes the position.
     Custom {
         node: Option<&'a Structural>,
@@ -83,12 +89,13 @@ enum Cursor<'a> {
     },
 }
 
-impl<'a> Cursor<'a> {
-    fn root(lists: Lists<'a>) -> Cursor<'a> {
+impl<'a, 'p> Cursor<'a, 'p> {
+    fn root(lists: Lists<'a>) -> Cursor<'a, 'p> {
         match lists {
             Lists::Builtin(kind) => Cursor::Builtin {
                 kind,
-                path: String::new(),
+                parent: None,
+                name: "",
             },
             Lists::Custom(s) => Cursor::Custom {
                 node: Some(s),
@@ -97,21 +104,21 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn field(&self, name: &str) -> Cursor<'a> {
-        match self {
-            Cursor::Builtin { kind, path } => {
-                let mut p = String::with_capacity(path.len() + name.len() + 1);
-                p.push_str(path);
-                if !p.is_empty() {
-                    p.push('.');
-                }
-                p.push_str(name);
-                Cursor::Builtin { kind, path: p }
-            }
+    fn field<'q>(&'q self, name: &'q str) -> Cursor<'a, 'q>
+    where
+        'p: 'q,
+    {
+        match *self {
+            Cursor::Builtin { kind, .. } => Cursor::Builtin {
+                kind,
+                parent: Some(self),
+                name,
+            },
             // Every kind's metadata is an ObjectMeta, whatever the schema says.
             Cursor::Custom { root: true, .. } if name == "metadata" => Cursor::Builtin {
                 kind: "",
-                path: "metadata".into(),
+                parent: None,
+                name: "metadata",
             },
             Cursor::Custom { node, .. } => Cursor::Custom {
                 node: node.and_then(|n| n.property(name)),
@@ -120,9 +127,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn item(&self) -> Cursor<'a> {
-        match self {
-            Cursor::Builtin { .. } => self.clone(),
+    fn item(&self) -> Cursor<'a, 'p> {
+        match *self {
+            Cursor::Builtin { .. } => *self,
             Cursor::Custom { node, .. } => Cursor::Custom {
                 node: node.and_then(Structural::items),
                 root: false,
@@ -130,9 +137,42 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The dotted path of a built-in position (`spec.template.spec.containers`).
+    fn dotted(&self) -> String {
+        let mut names = Vec::new();
+        let mut at = Some(self);
+        while let Some(Cursor::Builtin { parent, name, .. }) = at {
+            if !name.is_empty() {
+                names.push(*name);
+            }
+            at = *parent;
+        }
+        names.reverse();
+        names.join(".")
+    }
+
+    /// Whether a built-in position is exactly `dotted`, without building its path.
+    fn is_at(&self, dotted: &str) -> bool {
+        let mut at = Some(self);
+        for want in dotted.rsplit('.') {
+            match at {
+                Some(Cursor::Builtin { parent, name, .. }) if *name == want => at = *parent,
+                _ => return false,
+            }
+        }
+        matches!(
+            at,
+            None | Some(Cursor::Builtin {
+                name: "",
+                parent: None,
+                ..
+            })
+        )
+    }
+
     fn list_type(&self) -> ListType {
         match self {
-            Cursor::Builtin { kind, path } => match list_strategy(kind, path) {
+            Cursor::Builtin { kind, .. } => match list_strategy(kind, &self.dotted()) {
                 Some(ListStrategy::Set) => ListType::Set,
                 Some(ListStrategy::MergeByKey(key)) => ListType::Map(vec![key.to_string()]),
                 None => ListType::Atomic,
@@ -143,9 +183,9 @@ impl<'a> Cursor<'a> {
 
     fn atomic_object(&self) -> bool {
         match self {
-            Cursor::Builtin { kind, path } => {
-                ATOMIC_OBJECTS.iter().any(|(k, p)| k == kind && p == path)
-            }
+            Cursor::Builtin { kind, .. } => ATOMIC_OBJECTS
+                .iter()
+                .any(|(k, p)| k == kind && self.is_at(p)),
             Cursor::Custom { .. } => false,
         }
     }
@@ -185,7 +225,7 @@ fn item_elements(items: &[Value], lt: &ListType) -> Option<Vec<String>> {
 fn for_each_root_field<'a>(
     objects: &[Option<&'a Value>],
     lists: Lists<'a>,
-    mut f: impl FnMut(&[String], &Cursor<'a>, &dyn Fn(&'a Value) -> Option<&'a Value>),
+    mut f: impl FnMut(&[String], &Cursor<'a, '_>, &dyn Fn(&'a Value) -> Option<&'a Value>),
 ) {
     let root = Cursor::root(lists);
     let mut keys: Vec<&str> = Vec::new();
@@ -245,7 +285,7 @@ pub(crate) fn field_set(config: &Value, lists: Lists<'_>) -> FieldSet {
     set
 }
 
-fn owned_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
+fn owned_fields(v: &Value, cur: &Cursor<'_, '_>) -> FieldSet {
     let mut node = FieldSet::new();
     match v {
         Value::Object(m) if !m.is_empty() && !cur.atomic_object() => {
@@ -279,7 +319,7 @@ fn owned_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
 
 /// Every path in `v` (each node a member), as the comparison of an added or removed value
 /// reports it.
-fn all_fields(v: &Value, cur: &Cursor<'_>) -> FieldSet {
+fn all_fields(v: &Value, cur: &Cursor<'_, '_>) -> FieldSet {
     let mut node = FieldSet::new();
     match v {
         Value::Object(m) if !cur.atomic_object() => {
@@ -317,7 +357,7 @@ fn graft(set: &mut FieldSet, path: &[String], node: FieldSet) {
 
 /// Merges an apply body into the live value: objects per key, granular lists per item,
 /// everything else replaced. A `null` in the body removes the field.
-fn merge(live: Option<&Value>, config: &Value, cur: &Cursor<'_>) -> Value {
+fn merge(live: Option<&Value>, config: &Value, cur: &Cursor<'_, '_>) -> Value {
     match (live, config) {
         (Some(Value::Object(l)), Value::Object(c)) if !cur.atomic_object() => {
             let mut out = l.clone();
@@ -368,7 +408,7 @@ fn without_nulls(v: &Value) -> Value {
 
 /// Drops from `config` the fields that decoding dropped from the merged object (fields the
 /// kind does not know), so that the applier owns only real fields.
-fn retain_known(config: &mut Value, decoded: &Value, cur: &Cursor<'_>) {
+fn retain_known(config: &mut Value, decoded: &Value, cur: &Cursor<'_, '_>) {
     match (config, decoded) {
         (Value::Object(c), Value::Object(d)) => {
             c.retain(|k, v| {
@@ -503,16 +543,21 @@ pub(crate) fn compare(old: Option<&Value>, new: &Value, lists: Lists<'_>) -> Com
 fn diff(
     old: Option<&Value>,
     new: Option<&Value>,
-    cur: &Cursor<'_>,
+    cur: &Cursor<'_, '_>,
     path: &mut Vec<String>,
     out: &mut Comparison,
 ) {
     match (old, new) {
         (None, None) => {}
+        (Some(o), Some(n)) if o == n => {}
         (Some(o), Some(n)) => {
             match (o, n) {
                 (Value::Object(om), Value::Object(nm)) if !cur.atomic_object() => {
                     for (k, ov) in om {
+                        // Equal values hold no change: skip them without building paths.
+                        if nm.get(k) == Some(ov) {
+                            continue;
+                        }
                         path.push(field_element(k));
                         diff(Some(ov), nm.get(k), &cur.field(k), path, out);
                         path.pop();
@@ -767,24 +812,27 @@ pub(crate) fn put_managed(obj: &mut Value, entries: &mut Vec<ManagedEntry>) {
 
 /// Whether two objects are equal once their managedFields are left aside.
 pub(crate) fn same_ignoring_managed_fields(a: &Value, b: &Value) -> bool {
+    fn same_meta(a: Option<&Value>, b: Option<&Value>) -> bool {
+        match (a, b) {
+            (Some(Value::Object(am)), Some(Value::Object(bm))) => {
+                let counted =
+                    |m: &Map<String, Value>| m.len() - usize::from(m.contains_key("managedFields"));
+                counted(am) == counted(bm)
+                    && am
+                        .iter()
+                        .filter(|(k, _)| *k != "managedFields")
+                        .all(|(k, v)| bm.get(k) == Some(v))
+            }
+            (a, b) => a == b,
+        }
+    }
     match (a, b) {
         (Value::Object(am), Value::Object(bm)) => {
-            let empty = Map::new();
-            let meta = |m: &Map<String, Value>| -> Map<String, Value> {
-                m.get("metadata")
-                    .and_then(Value::as_object)
-                    .unwrap_or(&empty)
-                    .iter()
-                    .filter(|(k, _)| *k != "managedFields")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
             am.len() == bm.len()
                 && am
                     .iter()
                     .all(|(k, v)| k == "metadata" || bm.get(k) == Some(v))
-                && bm.contains_key("metadata") == am.contains_key("metadata")
-                && meta(am) == meta(bm)
+                && same_meta(am.get("metadata"), bm.get("metadata"))
         }
         _ => a == b,
     }
@@ -1060,6 +1108,86 @@ mod tests {
         )
         .expect("applies");
         assert_eq!(fields_of(&out, "m1"), json!({"f:data": {"f:a": {}}}));
+    }
+
+    #[test]
+    fn random_applies_by_three_managers_keep_ownership_and_data_consistent() {
+        use rand::{Rng, SeedableRng};
+        let managers = ["m0", "m1", "m2"];
+        let keys = ["a", "b", "c", "d", "e"];
+        for seed in 0..50u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut live: Option<Value> = None;
+            for _ in 0..40 {
+                let m = managers[rng.random_range(0..managers.len())];
+                let force = rng.random_bool(0.5);
+                let mut data = Map::new();
+                for k in keys {
+                    if rng.random_bool(0.4) {
+                        data.insert(k.into(), json!(rng.random_range(0..2).to_string()));
+                    }
+                }
+                let config = json!({"metadata": {"name": "c"}, "data": data});
+                let Ok(out) = run(live.as_ref(), config, &params(m, force)) else {
+                    assert!(!force, "a forced apply never conflicts");
+                    continue;
+                };
+                // The applier's values are in the object, and it owns exactly its keys.
+                for (k, v) in &data {
+                    assert_eq!(&out["data"][k], v, "seed {seed}");
+                }
+                let owned: Vec<String> = decode_managed(&out)
+                    .iter()
+                    .find(|e| e.manager == m)
+                    .map(|e| e.fields.paths())
+                    .unwrap_or_default();
+                let mut expected: Vec<String> = data.keys().map(|k| format!(".data.{k}")).collect();
+                if data.is_empty() {
+                    expected.push(".data".into());
+                }
+                assert_eq!(owned, expected, "seed {seed}");
+                // Every data key is owned by someone, and every owned key exists.
+                let mut all = FieldSet::new();
+                for e in decode_managed(&out) {
+                    all.union(&e.fields);
+                }
+                let present: Vec<&String> = out["data"]
+                    .as_object()
+                    .map(|d| d.keys().collect())
+                    .unwrap_or_default();
+                for k in &present {
+                    assert!(
+                        all.child("f:data")
+                            .and_then(|d| d.child(&format!("f:{k}")))
+                            .is_some(),
+                        "seed {seed}: {k} is owned by nobody in {out}"
+                    );
+                }
+                for path in all.paths() {
+                    if let Some(k) = path.strip_prefix(".data.") {
+                        assert!(
+                            present.iter().any(|p| *p == k),
+                            "seed {seed}: {path} owned but absent"
+                        );
+                    }
+                }
+                live = Some(out);
+            }
+        }
+    }
+
+    #[test]
+    fn objects_differing_only_in_managed_fields_are_the_same() {
+        let a = json!({"metadata": {"name": "c", "managedFields": [{"manager": "x"}]}, "data": {"a": "1"}});
+        let b = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        let c = json!({"metadata": {"name": "c", "labels": {"l": "v"}}, "data": {"a": "1"}});
+        assert!(same_ignoring_managed_fields(&a, &b));
+        assert!(same_ignoring_managed_fields(&b, &a));
+        assert!(!same_ignoring_managed_fields(&a, &c));
+        assert!(!same_ignoring_managed_fields(
+            &b,
+            &json!({"metadata": {"name": "c"}})
+        ));
     }
 
     #[test]
