@@ -1209,3 +1209,54 @@ async fn discovery_lists_the_token_subresource_and_the_review_kinds() {
     assert_eq!(ssr["verbs"], json!(["create"]));
     assert_eq!(ssr["namespaced"], json!(false));
 }
+
+#[tokio::test]
+async fn a_cluster_role_labelled_aggregate_to_edit_extends_edit() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role_binding("demo", "op-edit", "ClusterRole", "edit", "op"),
+    )
+    .await;
+    let op = env
+        .service_account_client("demo", "op")
+        .await
+        .expect("client");
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(op);
+    let can = |verb: &'static str, resource: &'static str, group: &'static str| {
+        let reviews = reviews.clone();
+        async move {
+            let mut review = ssar("demo", verb, resource);
+            if let Some(attrs) = review.spec.resource_attributes.as_mut() {
+                attrs.group = Some(group.into());
+            }
+            reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("review")
+                .status
+                .expect("status")
+                .allowed
+        }
+    };
+    assert!(can("create", "configmaps", "").await, "edit as shipped");
+    assert!(!can("create", "widgets", "example.com").await);
+    rbac(
+        &env,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "widgets-edit",
+                            "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+               "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["create", "get"]}]}),
+    )
+    .await;
+    kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        can("create", "widgets", "example.com").await.then_some(())
+    })
+    .await
+    .expect("edit aggregates the new role");
+    assert!(
+        can("create", "configmaps", "").await,
+        "edit keeps its own rules"
+    );
+}

@@ -165,6 +165,10 @@ impl ApiServer {
             rbac,
         });
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::clusterroles::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::serviceaccounts::run(
             registry.clone(),
             stop.child_token(),
