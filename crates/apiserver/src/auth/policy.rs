@@ -8,7 +8,17 @@
 use serde_json::{Value, json};
 
 const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+const READ_WRITE: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
@@ -188,20 +198,7 @@ fn edit_rules() -> Vec<Value> {
             &["ingresses", "networkpolicies"],
             WRITE,
         ),
-        rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ],
-        ),
+        rule(&["coordination.k8s.io"], &["leases"], READ_WRITE),
     ]
 }
 
@@ -209,17 +206,8 @@ fn admin_rules() -> Vec<Value> {
     vec![
         rule(
             &["rbac.authorization.k8s.io"],
-            &["rolebindings", "roles"],
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ],
+            &["roles", "rolebindings"],
+            READ_WRITE,
         ),
         rule(
             &["authorization.k8s.io"],
