@@ -1416,3 +1416,44 @@ async fn token_reviews_and_subject_access_reviews_answer_for_others() {
     .await;
     assert_eq!(open["status"], json!({"allowed": true}));
 }
+
+#[tokio::test]
+async fn tokens_stay_valid_across_a_restart_with_the_same_data_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = TestEnv::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .expect("start");
+    account(&env, "demo", "op").await;
+    let token = env
+        .service_account_token("demo", "op")
+        .await
+        .expect("token");
+    env.stop().await;
+
+    // The old server's last handles (the client's buffer task) go away asynchronously, and
+    // with them the data directory's lock.
+    let env = kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        TestEnv::builder().data_dir(dir.path()).start().await.ok()
+    })
+    .await
+    .expect("restart");
+    let client = env.client_with_token(&token, "demo").expect("client");
+    let who: Value = client
+        .request(
+            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+                        .expect("json"),
+                )
+                .expect("request"),
+        )
+        .await
+        .expect("the token still authenticates");
+    assert_eq!(
+        who["status"]["userInfo"]["username"],
+        "system:serviceaccount:demo:op"
+    );
+}
