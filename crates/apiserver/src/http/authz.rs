@@ -132,9 +132,9 @@ pub(crate) async fn authorize(
         }
         if let Some(kind) = rbac_write_kind(&attrs) {
             let (parts, body) = req.into_parts();
-            let bytes = match axum::body::to_bytes(body, super::MAX_BODY_BYTES).await {
+            let bytes = match super::resources::read_body(body).await {
                 Ok(b) => b,
-                Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+                Err(e) => return e.into_response(),
             };
             if let Err(e) = check_escalation(&app, &user, &attrs, kind, &parts.headers, &bytes) {
                 return e.into_response();
