@@ -1457,3 +1457,75 @@ async fn tokens_stay_valid_across_a_restart_with_the_same_data_directory() {
         "system:serviceaccount:demo:op"
     );
 }
+
+#[tokio::test]
+async fn a_patch_cannot_add_permissions_the_writer_lacks() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role(
+            "demo",
+            "rbac-patcher",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["get", "patch"]},
+                {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}
+            ]),
+        ),
+    )
+    .await;
+    rbac(
+        &env,
+        role_binding("demo", "rbac-patcher", "Role", "rbac-patcher", "op"),
+    )
+    .await;
+    rbac(
+        &env,
+        role(
+            "demo",
+            "target",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]),
+        ),
+    )
+    .await;
+    let ar = kube::api::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: "Role".into(),
+        plural: "roles".into(),
+    };
+    let roles: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.service_account_client("demo", "op")
+            .await
+            .expect("client"),
+        "demo",
+        &ar,
+    );
+    let patch = |rules: Value| kube::api::Patch::Merge(json!({"rules": rules}));
+    roles
+        .patch(
+            "target",
+            &kube::api::PatchParams::default(),
+            &patch(json!([{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}])),
+        )
+        .await
+        .expect("held permissions");
+    let err = api_error(
+        roles
+            .patch(
+                "target",
+                &kube::api::PatchParams::default(),
+                &patch(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}])),
+            )
+            .await
+            .expect_err("escalation"),
+    );
+    assert_eq!(err.code, 403);
+    assert!(
+        err.message
+            .ends_with(r#"{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}"#),
+        "{}",
+        err.message
+    );
+}
