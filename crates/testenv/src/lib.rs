@@ -5,6 +5,11 @@
 //! what users meet — a TCP socket, TLS, a kubeconfig file for kubectl or another process — ask
 //! for it with [`TestEnv::builder`] and [`Builder::tcp`].
 //!
+//! [`TestEnv::client`] is the administrator (`system:masters`, never checked by RBAC). To prove
+//! that an operator's Roles and bindings suffice, run it with
+//! [`TestEnv::service_account_client`] instead: every request is then authorized by RBAC
+//! exactly as the ServiceAccount's would be on a cluster, 403s included.
+//!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use k8s_openapi::api::core::v1::ConfigMap;

@@ -1209,3 +1209,323 @@ async fn discovery_lists_the_token_subresource_and_the_review_kinds() {
     assert_eq!(ssr["verbs"], json!(["create"]));
     assert_eq!(ssr["namespaced"], json!(false));
 }
+
+#[tokio::test]
+async fn a_cluster_role_labelled_aggregate_to_edit_extends_edit() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role_binding("demo", "op-edit", "ClusterRole", "edit", "op"),
+    )
+    .await;
+    let op = env
+        .service_account_client("demo", "op")
+        .await
+        .expect("client");
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(op);
+    let can = |verb: &'static str, resource: &'static str, group: &'static str| {
+        let reviews = reviews.clone();
+        async move {
+            let mut review = ssar("demo", verb, resource);
+            if let Some(attrs) = review.spec.resource_attributes.as_mut() {
+                attrs.group = Some(group.into());
+            }
+            reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("review")
+                .status
+                .expect("status")
+                .allowed
+        }
+    };
+    assert!(can("create", "configmaps", "").await, "edit as shipped");
+    assert!(!can("create", "widgets", "example.com").await);
+    rbac(
+        &env,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "widgets-edit",
+                            "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+               "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["create", "get"]}]}),
+    )
+    .await;
+    kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        can("create", "widgets", "example.com").await.then_some(())
+    })
+    .await
+    .expect("edit aggregates the new role");
+    assert!(
+        can("create", "configmaps", "").await,
+        "edit keeps its own rules"
+    );
+}
+
+#[tokio::test]
+async fn a_token_bound_to_a_pod_dies_with_the_pod() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), "demo");
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "p1"},
+                         "spec": {"serviceAccountName": "op", "containers": [{"name": "c", "image": "nginx"}]}})),
+        )
+        .await
+        .expect("pod");
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client(), "demo");
+    let bound = |uid: &str| TokenRequest {
+        spec: TokenRequestSpec {
+            bound_object_ref: Some(from(
+                json!({"kind": "Pod", "apiVersion": "v1", "name": "p1", "uid": uid}),
+            )),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let err = api_error(
+        accounts
+            .create_token_request("op", &PostParams::default(), &bound("not-the-uid"))
+            .await
+            .expect_err("uid mismatch"),
+    );
+    assert_eq!(err.code, 409);
+    let uid = pod.metadata.uid.expect("uid");
+    let answer = accounts
+        .create_token_request("op", &PostParams::default(), &bound(&uid))
+        .await
+        .expect("bound token");
+    let token = answer.status.expect("status").token;
+    assert_eq!(
+        claims_of(&token)["kubernetes.io"]["pod"],
+        json!({"name": "p1", "uid": uid})
+    );
+    let client = env.client_with_token(&token, "demo").expect("client");
+    raw_get(&client, "/version")
+        .await
+        .expect("valid while the pod lives");
+    pods.delete("p1", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    assert_eq!(
+        api_error(raw_get(&client, "/version").await.expect_err("pod gone")).code,
+        401
+    );
+
+    let err = api_error(
+        accounts
+            .create_token_request(
+                "op",
+                &PostParams::default(),
+                &TokenRequest {
+                    spec: TokenRequestSpec {
+                        bound_object_ref: Some(from(
+                            json!({"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}),
+                        )),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect_err("not bindable"),
+    );
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            400,
+            "cannot bind token to object of type /v1, Kind=ConfigMap"
+        )
+    );
+}
+
+#[tokio::test]
+async fn token_reviews_and_subject_access_reviews_answer_for_others() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    let token = env
+        .service_account_token("demo", "op")
+        .await
+        .expect("token");
+    let post = |path: &'static str, body: Value| {
+        let client = env.client();
+        async move {
+            client
+                .request::<Value>(
+                    http::Request::post(path)
+                        .header("content-type", "application/json")
+                        .body(serde_json::to_vec(&body).expect("json"))
+                        .expect("request"),
+                )
+                .await
+                .expect("review")
+        }
+    };
+    let review = post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}),
+    )
+    .await;
+    assert_eq!(review["status"]["authenticated"], true);
+    assert_eq!(
+        review["status"]["user"]["username"],
+        "system:serviceaccount:demo:op"
+    );
+    let review = post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "junk"}}),
+    )
+    .await;
+    assert_eq!(review["status"]["authenticated"], Value::Null);
+    assert_eq!(review["status"]["user"], json!({}));
+
+    rbac(
+        &env,
+        role_binding("demo", "view", "ClusterRole", "view", "op"),
+    )
+    .await;
+    let sar = |verb: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+               "spec": {"user": "system:serviceaccount:demo:op",
+                        "groups": ["system:serviceaccounts", "system:serviceaccounts:demo", "system:authenticated"],
+                        "resourceAttributes": {"namespace": "demo", "verb": verb, "resource": "pods"}}})
+    };
+    let allowed = post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        sar("list"),
+    )
+    .await;
+    assert_eq!(allowed["status"]["allowed"], true);
+    assert_eq!(
+        allowed["status"]["reason"],
+        r#"RBAC: allowed by RoleBinding "view/demo" of ClusterRole "view" to ServiceAccount "op/demo""#
+    );
+    let denied = post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        sar("delete"),
+    )
+    .await;
+    assert_eq!(denied["status"]["allowed"], false);
+    // Non-resource attributes: discovery is open to every authenticated user.
+    let open = post(
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"nonResourceAttributes": {"path": "/apis", "verb": "get"}}}),
+    )
+    .await;
+    assert_eq!(open["status"], json!({"allowed": true}));
+}
+
+#[tokio::test]
+async fn tokens_stay_valid_across_a_restart_with_the_same_data_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = TestEnv::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .expect("start");
+    account(&env, "demo", "op").await;
+    let token = env
+        .service_account_token("demo", "op")
+        .await
+        .expect("token");
+    env.stop().await;
+
+    // The old server's last handles (the client's buffer task) go away asynchronously, and
+    // with them the data directory's lock.
+    let env = kore_testenv::wait_for(std::time::Duration::from_secs(5), || async {
+        TestEnv::builder().data_dir(dir.path()).start().await.ok()
+    })
+    .await
+    .expect("restart");
+    let client = env.client_with_token(&token, "demo").expect("client");
+    let who: Value = client
+        .request(
+            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+                        .expect("json"),
+                )
+                .expect("request"),
+        )
+        .await
+        .expect("the token still authenticates");
+    assert_eq!(
+        who["status"]["userInfo"]["username"],
+        "system:serviceaccount:demo:op"
+    );
+}
+
+#[tokio::test]
+async fn a_patch_cannot_add_permissions_the_writer_lacks() {
+    let env = TestEnv::start().await.expect("start");
+    account(&env, "demo", "op").await;
+    rbac(
+        &env,
+        role(
+            "demo",
+            "rbac-patcher",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["get", "patch"]},
+                {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}
+            ]),
+        ),
+    )
+    .await;
+    rbac(
+        &env,
+        role_binding("demo", "rbac-patcher", "Role", "rbac-patcher", "op"),
+    )
+    .await;
+    rbac(
+        &env,
+        role(
+            "demo",
+            "target",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]),
+        ),
+    )
+    .await;
+    let ar = kube::api::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: "Role".into(),
+        plural: "roles".into(),
+    };
+    let roles: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.service_account_client("demo", "op")
+            .await
+            .expect("client"),
+        "demo",
+        &ar,
+    );
+    let patch = |rules: Value| kube::api::Patch::Merge(json!({"rules": rules}));
+    roles
+        .patch(
+            "target",
+            &kube::api::PatchParams::default(),
+            &patch(json!([{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}])),
+        )
+        .await
+        .expect("held permissions");
+    let err = api_error(
+        roles
+            .patch(
+                "target",
+                &kube::api::PatchParams::default(),
+                &patch(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}])),
+            )
+            .await
+            .expect_err("escalation"),
+    );
+    assert_eq!(err.code, 403);
+    assert!(
+        err.message
+            .ends_with(r#"{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}"#),
+        "{}",
+        err.message
+    );
+}

@@ -1,15 +1,24 @@
 //! The default cluster policy present at startup (spec §18.5): the ClusterRoles and
 //! ClusterRoleBindings every client relies on, as JSON objects the server creates if missing.
 //!
-//! `admin`, `edit` and `view` are shipped pre-expanded: their `rules` already hold what
-//! Kubernetes' aggregation would compute from the built-in `system:aggregate-to-*` roles, and
-//! they carry the `aggregationRule` for show only (roles labelled by operators are not merged
-//! in).
+//! `admin`, `edit` and `view` aggregate the built-in `system:aggregate-to-*` roles (and any
+//! ClusterRole an operator labels `aggregate-to-*`); they are shipped pre-expanded so they
+//! grant at once, before the aggregation controller (`controllers/clusterroles.rs`) has run.
 
 use serde_json::{Value, json};
 
 const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+const READ_WRITE: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
@@ -189,20 +198,7 @@ fn edit_rules() -> Vec<Value> {
             &["ingresses", "networkpolicies"],
             WRITE,
         ),
-        rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ],
-        ),
+        rule(&["coordination.k8s.io"], &["leases"], READ_WRITE),
     ]
 }
 
@@ -210,17 +206,8 @@ fn admin_rules() -> Vec<Value> {
     vec![
         rule(
             &["rbac.authorization.k8s.io"],
-            &["rolebindings", "roles"],
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ],
+            &["roles", "rolebindings"],
+            READ_WRITE,
         ),
         rule(
             &["authorization.k8s.io"],
@@ -242,6 +229,13 @@ fn aggregated(name: &str, label: Option<&str>, rules: Vec<Value>) -> Value {
            "rules": rules})
 }
 
+/// A ClusterRole whose rules aggregate into `into` (`admin`, `edit` or `view`).
+fn labelled_role(name: &str, into: &str, rules: Vec<Value>) -> Value {
+    let labels = json!({ format!("rbac.authorization.k8s.io/aggregate-to-{into}"): "true" });
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+           "metadata": meta(name, labels), "rules": rules})
+}
+
 /// The default ClusterRoles, then the default ClusterRoleBindings.
 pub fn default_objects() -> Vec<Value> {
     let public = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
@@ -255,8 +249,13 @@ pub fn default_objects() -> Vec<Value> {
     ];
     discovery.extend(public);
     discovery.sort_unstable();
+    // Pre-expanded in the order aggregation produces (matching roles by name), so the
+    // aggregation controller finds nothing to change at startup.
     let view = view_rules();
-    let edit: Vec<Value> = view.iter().cloned().chain(edit_rules()).collect();
+    let edit: Vec<Value> = edit_rules()
+        .into_iter()
+        .chain(view.iter().cloned())
+        .collect();
     let admin: Vec<Value> = edit.iter().cloned().chain(admin_rules()).collect();
     vec![
         cluster_role(
@@ -291,6 +290,9 @@ pub fn default_objects() -> Vec<Value> {
                 ),
             ],
         ),
+        labelled_role("system:aggregate-to-admin", "admin", admin_rules()),
+        labelled_role("system:aggregate-to-edit", "edit", edit_rules()),
+        labelled_role("system:aggregate-to-view", "view", view_rules()),
         aggregated("admin", None, admin),
         aggregated("edit", Some("admin"), edit),
         aggregated("view", Some("edit"), view),
@@ -302,4 +304,41 @@ pub fn default_objects() -> Vec<Value> {
             &["system:authenticated", "system:unauthenticated"],
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::clusterroles::aggregated_rules;
+    use crate::selector::LabelSelector;
+
+    #[test]
+    fn the_shipped_aggregated_roles_are_already_what_aggregation_computes() {
+        let mut roles: Vec<Value> = default_objects()
+            .into_iter()
+            .filter(|o| o["kind"] == "ClusterRole")
+            .collect();
+        roles.sort_by(|a, b| {
+            a["metadata"]["name"]
+                .as_str()
+                .cmp(&b["metadata"]["name"].as_str())
+        });
+        for name in ["admin", "edit", "view"] {
+            let role = roles
+                .iter()
+                .find(|r| r["metadata"]["name"] == name)
+                .expect("shipped");
+            let selectors: Vec<LabelSelector> = role["aggregationRule"]["clusterRoleSelectors"]
+                .as_array()
+                .expect("selectors")
+                .iter()
+                .map(|s| LabelSelector::from_label_selector_json(s).expect("valid"))
+                .collect();
+            assert_eq!(
+                Value::Array(aggregated_rules(name, &selectors, &roles)),
+                role["rules"],
+                "{name}"
+            );
+        }
+    }
 }

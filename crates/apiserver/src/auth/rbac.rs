@@ -12,9 +12,8 @@
 //! bindings whose role is missing grant nothing and contribute a resolution error to the
 //! reason of a denial.
 //!
-//! # Caveats
-//! - `aggregationRule` is stored but not evaluated: a ClusterRole's `rules` are used as they
-//!   are (the default `admin`, `edit` and `view` roles are shipped pre-expanded).
+//! A ClusterRole's `rules` are used as stored; for aggregated roles the aggregation controller
+//! (`controllers/clusterroles.rs`) keeps them up to date.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -145,7 +145,7 @@ const VERIFIED_CAPACITY: usize = 4096;
 /// The key that signs and verifies ServiceAccount tokens.
 ///
 /// Checking an ECDSA signature costs far more than serving a GET, so the claims of tokens whose
-/// signature verified are remembered (up to [`VERIFIED_CAPACITY`]); the time window and the
+/// signature verified are remembered (up to 4096 tokens); the time window and the
 /// audience are still checked on every use.
 pub struct TokenSigner {
     key: EcdsaKeyPair,

@@ -132,9 +132,9 @@ pub(crate) async fn authorize(
         }
         if let Some(kind) = rbac_write_kind(&attrs) {
             let (parts, body) = req.into_parts();
-            let bytes = match axum::body::to_bytes(body, super::MAX_BODY_BYTES).await {
+            let bytes = match super::resources::read_body(body).await {
                 Ok(b) => b,
-                Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+                Err(e) => return e.into_response(),
             };
             if let Err(e) = check_escalation(&app, &user, &attrs, kind, &parts.headers, &bytes) {
                 return e.into_response();
@@ -214,6 +214,13 @@ fn written_object(
     if attrs.verb != "patch" {
         return super::resources::decode_object(headers, body).ok();
     }
+    let ty = super::negotiate::body_type(headers).ok()?;
+    if ty == super::negotiate::BodyType::ApplyPatch {
+        // Server-side apply: the applied configuration is what this manager asks for.
+        return serde_saphyr::from_slice::<serde_json::Value>(body)
+            .ok()
+            .filter(serde_json::Value::is_object);
+    }
     let res = app
         .registry
         .catalog()
@@ -223,7 +230,6 @@ fn written_object(
         .registry
         .get_value(&res, ns, &r.name)
         .unwrap_or_else(|_| serde_json::json!({}));
-    let ty = super::negotiate::body_type(headers).ok()?;
     let patch = crate::patch::Patch::parse(ty, body, true).ok()?;
     patch.apply(&res.qualified_kind(), &current).ok()
 }

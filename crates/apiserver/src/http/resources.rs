@@ -64,7 +64,8 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+/// Reads a request body, at most [`MAX_BODY_BYTES`] (413 beyond).
+pub(crate) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {

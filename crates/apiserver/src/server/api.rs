@@ -169,6 +169,10 @@ impl ApiServer {
             tracing::warn!(error = %e, "serving the stored CRDs failed");
         }
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::clusterroles::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::serviceaccounts::run(
             registry.clone(),
             stop.child_token(),

@@ -18,7 +18,8 @@
 //! apps/v1 `Deployment`, `ReplicaSet`; autoscaling/v1 `Scale`; coordination.k8s.io/v1 `Lease`;
 //! events.k8s.io/v1 `Event`; rbac.authorization.k8s.io/v1 `Role`, `ClusterRole`, `RoleBinding`,
 //! `ClusterRoleBinding`; authorization.k8s.io/v1 `SelfSubjectAccessReview`,
-//! `SubjectAccessReview`; authentication.k8s.io/v1 `SelfSubjectReview`, `TokenRequest`;
+//! `SelfSubjectRulesReview`, `SubjectAccessReview`; authentication.k8s.io/v1
+//! `SelfSubjectReview`, `TokenRequest`, `TokenReview`;
 //! apiextensions.k8s.io/v1 `CustomResourceDefinition`; and `DeleteOptions` under any
 //! `apiVersion` (client-go encodes it with the group version of the client that sends it).
 //!
