@@ -538,7 +538,6 @@ async fn merge_patches_may_not_change_name_or_uid() {
 }
 
 #[tokio::test]
-#[ignore = "needs CRDs (sv-crd)"]
 async fn custom_resource_lists_of_type_map_merge_per_key() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::DynamicObject;
