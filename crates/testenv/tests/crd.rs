@@ -1481,3 +1481,46 @@ async fn a_kube_derive_style_schema_is_accepted_and_enforced() {
         status.message
     );
 }
+
+#[tokio::test]
+async fn a_new_storage_version_is_recorded_and_old_objects_are_served_through_it() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    widgets(&env)
+        .create(&PostParams::default(), &widget("old", json!({"size": 2})))
+        .await
+        .expect("create through v1");
+    let mut crd = crds(&env).get("widgets.example.com").await.expect("get");
+    let mut v2 = crd.spec.versions[0].clone();
+    v2.name = "v2".into();
+    crd.spec.versions[0].storage = false;
+    crd.spec.versions.push(v2);
+    let updated = crds(&env)
+        .replace("widgets.example.com", &PostParams::default(), &crd)
+        .await
+        .expect("add v2 as the storage version");
+    assert_eq!(
+        updated.status.and_then(|s| s.stored_versions),
+        Some(vec!["v1".to_string(), "v2".to_string()])
+    );
+    let v2_api: Api<DynamicObject> =
+        Api::namespaced_with(env.client(), "default", &widget_resource("v2"));
+    let old = kore_testenv::wait_for(WAIT, || async { v2_api.get("old").await.ok() })
+        .await
+        .expect("v2 is served");
+    assert_eq!(
+        old.types.map(|t| t.api_version),
+        Some("example.com/v2".to_string())
+    );
+    // v1 may not go while objects may still be stored under it.
+    let mut without_v1 = crds(&env).get("widgets.example.com").await.expect("get");
+    without_v1.spec.versions.remove(0);
+    let status = api_error(
+        crds(&env)
+            .replace("widgets.example.com", &PostParams::default(), &without_v1)
+            .await
+            .expect_err("v1 is still stored"),
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(causes(&status), ["status.storedVersions[0]"]);
+}
