@@ -253,6 +253,24 @@ mod tests {
     }
 
     #[test]
+    fn pruning_twice_removes_nothing_more() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "a": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}},
+                "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"c": {"type": "integer"}}}},
+            }}}}),
+        );
+        let mut obj = json!({"spec": {"a": [{"b": "x", "y": 1}, {"z": null}], "m": {"k": {"c": 1, "d": 2}}, "e": 3}, "f": 4});
+        assert_eq!(
+            prune(&s, &mut obj),
+            ["f", "spec.a[0].y", "spec.a[1].z", "spec.e", "spec.m.k.d"]
+        );
+        let once = obj.clone();
+        assert_eq!(prune(&s, &mut obj), Vec::<String>::new());
+        assert_eq!(obj, once);
+    }
+
+    #[test]
     fn a_value_of_the_wrong_shape_loses_its_unknown_keys() {
         let s = schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
         let mut obj = json!({"n": {"a": 1}});

@@ -1021,6 +1021,45 @@ mod tests {
     }
 
     #[test]
+    fn malformed_schemas_are_errors_not_panics() {
+        let schemas = [
+            json!(null),
+            json!([]),
+            json!("object"),
+            json!({"type": 5}),
+            json!({"type": "object", "properties": []}),
+            json!({"type": "object", "properties": {"a": "string"}}),
+            json!({"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}}}),
+            json!({"type": "object", "required": "a"}),
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": "1", "maxLength": -1}}}),
+            json!({"type": "object", "properties": {"n": {"type": "integer", "allOf": {}, "not": 3}}}),
+            json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string"},
+                   "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": "name"}}}),
+            json!({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 0}}}),
+            json!({"type": "object", "properties": {"o": {"type": "object", "additionalProperties": 3}}}),
+        ];
+        for schema in schemas {
+            assert!(Structural::from_json(&schema, "s").is_err(), "{schema}");
+        }
+    }
+
+    #[test]
+    fn patterns_generated_by_kubebuilder_compile() {
+        let patterns = [
+            r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+            r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+            r"^[a-zA-Z0-9\-_\/\.]+$",
+            r"^[^\d\s]+$",
+            r"^(\d+(\.\d+)?(ms|s|m|h))+$",
+        ];
+        for p in patterns {
+            let schema = root(json!({"s": {"type": "string", "pattern": p}}));
+            assert_eq!(problems(schema), Vec::<String>::new(), "{p}");
+        }
+    }
+
+    #[test]
     fn accessors_describe_the_tree() {
         let s = Structural::from_json(
             &root(json!({

@@ -15,6 +15,8 @@
 //! The walk allocates nothing unless it reports an error: paths are a linked list on the
 //! stack, rendered only for a message.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
 use regex::Regex;
@@ -23,6 +25,10 @@ use serde_json::{Map, Number, Value};
 use super::format::Format;
 use super::{Additional, JsonType, ListType, Structural};
 use crate::registry::validation::{FieldError, NameRule, check_name, validate_object_meta};
+
+/// Lists up to this long are checked for duplicates pairwise (no allocation); longer ones
+/// through a hash table.
+const SMALL_LIST: usize = 64;
 
 /// A node's value validations, compiled at parse time.
 #[derive(Clone, Debug, Default)]
@@ -270,10 +276,9 @@ impl Validator<'_> {
                 };
                 if !ok && data_format != format {
                     self.type_error_named(path, format, data_format);
+                    return;
                 }
-                return;
-            }
-            if !numeric {
+            } else if !numeric {
                 // Kubernetes skips the type check of a formatted string-or-array value.
                 return;
             }
@@ -389,8 +394,11 @@ impl Validator<'_> {
                 && chars() > max
             {
                 let name = path.render();
-                self.errs
-                    .push(FieldError::too_long(self.field(&name), max as usize));
+                let mut e = FieldError::too_long(self.field(&name), max as usize);
+                if max == 1 {
+                    "may not be more than 1 byte".clone_into(&mut e.detail);
+                }
+                self.errs.push(e);
             }
         }
         if let Some(p) = &c.pattern
@@ -508,9 +516,26 @@ impl Validator<'_> {
     /// One `Duplicate value` per value that appears more than once.
     fn duplicates(&mut self, items: &[Value], path: &Path) {
         let mut dups: Vec<&Value> = Vec::new();
-        for (i, x) in items.iter().enumerate() {
-            if items[..i].contains(x) && !dups.contains(&x) {
-                dups.push(x);
+        if items.len() <= SMALL_LIST {
+            for (i, x) in items.iter().enumerate() {
+                if items[..i].contains(x) && !dups.contains(&x) {
+                    dups.push(x);
+                }
+            }
+        } else {
+            let mut seen: HashMap<String, bool> = HashMap::with_capacity(items.len());
+            for x in items {
+                match seen.entry(x.to_string()) {
+                    Entry::Vacant(e) => {
+                        e.insert(false);
+                    }
+                    Entry::Occupied(mut e) => {
+                        if !*e.get() {
+                            e.insert(true);
+                            dups.push(x);
+                        }
+                    }
+                }
             }
         }
         if dups.is_empty() {
@@ -525,14 +550,6 @@ impl Validator<'_> {
 
     fn list_map(&mut self, s: &Structural, keys: &[String], items: &[Value], path: &Path) {
         let item_schema = s.items.as_deref();
-        let key_of = |item: &'_ Value, k: &str| -> Option<Value> {
-            item.get(k).cloned().or_else(|| {
-                item_schema
-                    .and_then(|is| is.declared_property(k))
-                    .and_then(|p| p.default.clone())
-            })
-        };
-        let mut seen: Vec<Vec<Option<Value>>> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let at = Path::Index(path, i);
             if !item.is_object() {
@@ -542,33 +559,62 @@ impl Validator<'_> {
                     item.clone(),
                     "must be an object for an array of list-type map",
                 ));
-                seen.push(Vec::new());
                 continue;
             }
-            let mut complete = true;
-            let tuple: Vec<Option<Value>> = keys
+            for k in keys {
+                if map_key(item, k, item_schema).is_none() {
+                    let f = self.field(&Path::Field(&at, k).render());
+                    self.errs.push(FieldError::required(f, ""));
+                }
+            }
+        }
+        let keyed = |item: &Value| {
+            item.is_object() && keys.iter().all(|k| map_key(item, k, item_schema).is_some())
+        };
+        let same = |a: &Value, b: &Value| {
+            keys.iter()
+                .all(|k| map_key(a, k, item_schema) == map_key(b, k, item_schema))
+        };
+        let report = |v: &mut Self, i: usize, item: &Value| {
+            let shown: Map<String, Value> = keys
                 .iter()
                 .map(|k| {
-                    let v = key_of(item, k);
-                    if v.is_none() {
-                        complete = false;
-                        let f = self.field(&Path::Field(&at, k).render());
-                        self.errs.push(FieldError::required(f, ""));
-                    }
-                    v
+                    (
+                        k.clone(),
+                        map_key(item, k, item_schema)
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    )
                 })
                 .collect();
-            if complete && seen.contains(&tuple) {
-                let shown: Map<String, Value> = keys
-                    .iter()
-                    .cloned()
-                    .zip(tuple.iter().map(|v| v.clone().unwrap_or(Value::Null)))
-                    .collect();
-                let f = self.field(&at.render());
-                self.errs
-                    .push(FieldError::duplicate(f, Value::Object(shown)));
+            let f = v.field(&Path::Index(path, i).render());
+            v.errs.push(FieldError::duplicate(f, Value::Object(shown)));
+        };
+        if items.len() <= SMALL_LIST {
+            for (i, item) in items.iter().enumerate() {
+                if keyed(item) && items[..i].iter().any(|o| keyed(o) && same(o, item)) {
+                    report(self, i, item);
+                }
             }
-            seen.push(if complete { tuple } else { Vec::new() });
+        } else {
+            let mut seen: HashMap<String, ()> = HashMap::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                if !keyed(item) {
+                    continue;
+                }
+                let mut id = String::new();
+                for k in keys {
+                    id.push_str(
+                        &map_key(item, k, item_schema)
+                            .map(Value::to_string)
+                            .unwrap_or_default(),
+                    );
+                    id.push('\0');
+                }
+                if seen.insert(id, ()).is_some() {
+                    report(self, i, item);
+                }
+            }
         }
     }
 
@@ -655,62 +701,79 @@ impl Validator<'_> {
 
     /// `apiVersion` and `kind` are required; `metadata` follows the ObjectMeta rules.
     fn embedded_resource(&mut self, map: &Map<String, Value>, path: &Path) {
-        let base = self.field(&path.render());
-        let base = if base == "<nil>" { String::new() } else { base };
-        let at = |f: &str| join_path(&base, f);
+        // Paths are built only when there is something to report.
+        let at = |v: &Self, f: &str| {
+            let base = v.field(&path.render());
+            let base = if base == "<nil>" { "" } else { base.as_str() };
+            join_path(base, f)
+        };
         for key in ["apiVersion", "kind"] {
             match map.get(key) {
-                None => self
-                    .errs
-                    .push(FieldError::required(at(key), "must not be empty")),
-                Some(Value::String(s)) if s.is_empty() => self.errs.push(FieldError::invalid(
-                    at(key),
-                    Value::String(String::new()),
-                    "must not be empty",
-                )),
-                Some(Value::String(s)) if key == "apiVersion" && s.matches('/').count() > 1 => {
+                None => {
+                    let f = at(self, key);
+                    self.errs.push(FieldError::required(f, "must not be empty"));
+                }
+                Some(Value::String(s)) if s.is_empty() => {
+                    let f = at(self, key);
                     self.errs.push(FieldError::invalid(
-                        at(key),
+                        f,
+                        Value::String(String::new()),
+                        "must not be empty",
+                    ));
+                }
+                Some(Value::String(s)) if key == "apiVersion" && s.matches('/').count() > 1 => {
+                    let f = at(self, key);
+                    self.errs.push(FieldError::invalid(
+                        f,
                         Value::String(s.clone()),
                         format!("unexpected GroupVersion string: {s}"),
-                    ))
+                    ));
                 }
                 Some(Value::String(_)) => {}
-                Some(other) => self.errs.push(FieldError::invalid(
-                    at(key),
-                    other.clone(),
-                    "must be a string",
-                )),
+                Some(other) => {
+                    let f = at(self, key);
+                    self.errs
+                        .push(FieldError::invalid(f, other.clone(), "must be a string"));
+                }
             }
         }
         let Some(meta) = map.get("metadata") else {
             return;
         };
-        if !meta.is_object() {
-            self.errs.push(FieldError::invalid(
-                at("metadata"),
-                meta.clone(),
-                "must be an object",
-            ));
+        let Some(meta_map) = meta.as_object() else {
+            let f = at(self, "metadata");
+            self.errs
+                .push(FieldError::invalid(f, meta.clone(), "must be an object"));
             return;
-        }
-        if let Some(name) = meta.get("name").and_then(Value::as_str) {
+        };
+        if let Some(name) = meta_map.get("name").and_then(Value::as_str) {
             for why in check_name(NameRule::Subdomain, name) {
-                self.errs.push(FieldError::invalid(
-                    at("metadata.name"),
-                    Value::String(name.to_string()),
-                    why,
-                ));
+                let f = at(self, "metadata.name");
+                self.errs
+                    .push(FieldError::invalid(f, Value::String(name.to_string()), why));
             }
         }
-        let (errs, _warnings) = validate_object_meta(&Value::Object(
-            std::iter::once(("metadata".to_string(), meta.clone())).collect(),
-        ));
+        let shared = ["labels", "annotations", "finalizers", "ownerReferences"];
+        if !shared.iter().any(|k| meta_map.contains_key(*k)) {
+            return;
+        }
+        let wrapped =
+            Value::Object(std::iter::once(("metadata".to_string(), meta.clone())).collect());
+        let (errs, _warnings) = validate_object_meta(&wrapped);
         for mut e in errs {
-            e.field = at(&e.field);
+            e.field = at(self, &e.field);
             self.errs.push(e);
         }
     }
+}
+
+/// The value of key `k` of a list-map item, or the key's default.
+fn map_key<'a>(item: &'a Value, k: &str, item_schema: Option<&'a Structural>) -> Option<&'a Value> {
+    item.get(k).or_else(|| {
+        item_schema
+            .and_then(|is| is.declared_property(k))
+            .and_then(|p| p.default.as_ref())
+    })
 }
 
 /// The bound, as the message prints it, when `value` is outside it.
@@ -861,6 +924,12 @@ mod tests {
                 json!("ééééé"),
                 json!("abcdef"),
                 "spec.f: Too long: may not be more than 5 bytes",
+            ),
+            (
+                json!({"type": "string", "maxLength": 1}),
+                json!("é"),
+                json!("ab"),
+                "spec.f: Too long: may not be more than 1 byte",
             ),
             (
                 json!({"type": "string", "pattern": "^[a-z]+$"}),
@@ -1030,6 +1099,34 @@ mod tests {
     }
 
     #[test]
+    fn long_lists_find_duplicates_too() {
+        let schema = spec(json!({
+            "tags": {"type": "array", "items": {"type": "integer"}, "x-kubernetes-list-type": "set"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        }));
+        let mut tags: Vec<Value> = (0..200).map(Value::from).collect();
+        let mut ports: Vec<Value> = (0..200).map(|i| json!({"name": format!("p{i}")})).collect();
+        assert!(
+            errors(
+                schema.clone(),
+                json!({"spec": {"tags": tags, "ports": ports}})
+            )
+            .is_empty()
+        );
+        tags.push(json!(5));
+        tags.push(json!(5));
+        ports.push(json!({"name": "p7"}));
+        assert_eq!(
+            errors(schema, json!({"spec": {"tags": tags, "ports": ports}})),
+            [
+                r#"spec.ports[200]: Duplicate value: {"name":"p7"}"#,
+                "spec.tags: Duplicate value: 5"
+            ]
+        );
+    }
+
+    #[test]
     fn embedded_resources_need_api_version_and_kind_and_valid_metadata() {
         let schema = spec(
             json!({"template": {"type": "object", "x-kubernetes-embedded-resource": true,
@@ -1089,6 +1186,64 @@ mod tests {
     }
 
     #[test]
+    fn additional_properties_false_forbids_other_keys() {
+        let schema = spec(json!({"o": {"type": "object", "additionalProperties": false}}));
+        assert!(errors(schema.clone(), json!({"spec": {"o": {}}})).is_empty());
+        assert_eq!(
+            errors(schema, json!({"spec": {"o": {"x": 1}}})),
+            [r#"spec.o: Invalid value: "x": spec.o.x in body is a forbidden property"#]
+        );
+    }
+
+    #[test]
+    fn nullable_fields_still_check_their_enum_like_kubernetes() {
+        let schema = spec(json!({
+            "a": {"type": "string", "nullable": true, "enum": ["x", null]},
+            "b": {"type": "string", "nullable": true, "enum": ["x"]},
+        }));
+        assert!(errors(schema.clone(), json!({"spec": {"a": null}})).is_empty());
+        assert_eq!(
+            errors(schema, json!({"spec": {"b": null}})),
+            [r#"spec.b: Unsupported value: null: supported values: "x""#]
+        );
+    }
+
+    #[test]
+    fn untyped_preserving_fields_take_any_value() {
+        let schema = spec(json!({"any": {"x-kubernetes-preserve-unknown-fields": true}}));
+        for v in [
+            json!(1),
+            json!("s"),
+            json!([1, {"a": 2}]),
+            json!({"deep": {"er": null}}),
+            json!(null),
+        ] {
+            assert!(
+                errors(schema.clone(), json!({"spec": {"any": v}})).is_empty(),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_root_metadata_is_checked_only_against_name_constraints() {
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}}},
+        }});
+        assert!(
+            errors(
+                schema.clone(),
+                json!({"metadata": {"name": "short", "labels": {"x": "y"}}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            errors(schema, json!({"metadata": {"name": "toolong"}})),
+            ["metadata.name: Too long: may not be more than 5 bytes"]
+        );
+    }
+
+    #[test]
     fn one_of_needs_exactly_one_match() {
         let schema =
             spec(json!({"n": {"type": "integer", "oneOf": [{"minimum": 0}, {"maximum": 10}]}}));
@@ -1100,6 +1255,26 @@ mod tests {
                 r#"<nil>: Invalid value: "": "spec.n" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
             ]
         );
+    }
+
+    #[test]
+    fn formats_shape_type_messages_as_in_kubernetes() {
+        let schema = spec(json!({
+            "i": {"type": "integer", "format": "int32"},
+            "t": {"type": "string", "format": "date-time"},
+            "p": {"x-kubernetes-int-or-string": true, "format": "int-or-string"},
+        }));
+        assert!(errors(schema.clone(), json!({"spec": {"i": 5, "p": "50%"}})).is_empty());
+        assert!(errors(schema.clone(), json!({"spec": {"p": 3}})).is_empty());
+        assert_eq!(
+            errors(schema.clone(), json!({"spec": {"i": 1.5, "t": 5}})),
+            [
+                r#"spec.i: Invalid value: "float64": spec.i in body must be of type int32: "float64""#,
+                r#"spec.t: Invalid value: "int64": spec.t in body must be of type date-time: "int64""#,
+            ]
+        );
+        // A formatted string field takes an array without complaint, as in Kubernetes.
+        assert!(errors(schema, json!({"spec": {"t": []}})).is_empty());
     }
 
     #[test]
