@@ -830,6 +830,16 @@ async fn deleting_a_crd_deletes_its_objects_then_stops_serving_it() {
         deleted.body["metadata"]["finalizers"],
         json!(["customresourcecleanup.apiextensions.k8s.io"])
     );
+    let terminating = deleted.body["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Terminating"))
+        .cloned()
+        .expect("a Terminating condition in the response");
+    assert_eq!(terminating["reason"], "InstanceDeletionPending");
+    assert_eq!(
+        terminating["message"],
+        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+    );
 
     // The held object keeps the CRD terminating; creates are refused meanwhile.
     let crd_api = crds(&env);

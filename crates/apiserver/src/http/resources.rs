@@ -400,6 +400,7 @@ async fn object(
             let bytes = read_body(body).await?;
             let opts = delete_options(headers, &bytes, q)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
+            let deleted = crate::controllers::crd::after_delete(&app.registry, res, deleted).await;
             Ok(delete_response(res, deleted))
         }
         other => Err(ApiError::MethodNotAllowed {
