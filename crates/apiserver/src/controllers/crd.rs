@@ -83,7 +83,7 @@ struct Taken {
     list_kind: BTreeSet<String>,
 }
 
-fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -110,15 +110,15 @@ struct Names {
 
 impl Names {
     fn of(crd: &Value) -> Names {
-        let kind = s(crd, "/spec/names/kind").to_string();
+        let kind = text(crd, "/spec/names/kind").to_string();
         Names {
-            plural: s(crd, "/spec/names/plural").to_string(),
-            singular: match s(crd, "/spec/names/singular") {
+            plural: text(crd, "/spec/names/plural").to_string(),
+            singular: match text(crd, "/spec/names/singular") {
                 "" => kind.to_ascii_lowercase(),
                 x => x.to_string(),
             },
             short: strings(crd, "/spec/names/shortNames"),
-            list_kind: match s(crd, "/spec/names/listKind") {
+            list_kind: match text(crd, "/spec/names/listKind") {
                 "" => format!("{kind}List"),
                 x => x.to_string(),
             },
@@ -142,39 +142,26 @@ impl Names {
 
 impl Taken {
     fn conflict(&self, n: &Names) -> Option<Conflict> {
-        let used = |name: &str| Conflict {
-            reason: "",
-            message: format!("{name:?} is already in use"),
+        let used = |reason: &'static str, name: &str| {
+            Some(Conflict {
+                reason,
+                message: format!("{name:?} is already in use"),
+            })
         };
         if self.plural.contains(&n.plural) {
-            return Some(Conflict {
-                reason: "PluralConflict",
-                ..used(&n.plural)
-            });
+            return used("PluralConflict", &n.plural);
         }
         if self.singular.contains(&n.singular) {
-            return Some(Conflict {
-                reason: "SingularConflict",
-                ..used(&n.singular)
-            });
+            return used("SingularConflict", &n.singular);
         }
         if let Some(x) = n.short.iter().find(|x| self.short.contains(*x)) {
-            return Some(Conflict {
-                reason: "ShortNamesConflict",
-                ..used(x)
-            });
+            return used("ShortNamesConflict", x);
         }
         if self.kind.contains(&n.kind) {
-            return Some(Conflict {
-                reason: "KindConflict",
-                ..used(&n.kind)
-            });
+            return used("KindConflict", &n.kind);
         }
         if self.list_kind.contains(&n.list_kind) {
-            return Some(Conflict {
-                reason: "ListKindConflict",
-                ..used(&n.list_kind)
-            });
+            return used("ListKindConflict", &n.list_kind);
         }
         None
     }
@@ -300,8 +287,8 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     crds.sort_by_cached_key(|c| {
         (
             !has_condition(c, "NamesAccepted"),
-            s(c, "/metadata/creationTimestamp").to_string(),
-            s(c, "/metadata/name").to_string(),
+            text(c, "/metadata/creationTimestamp").to_string(),
+            text(c, "/metadata/name").to_string(),
         )
     });
     let mut taken = taken_by_builtins(registry);
@@ -309,7 +296,7 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     let mut custom: Vec<Resource> = Vec::new();
     for c in &crds {
         let names = Names::of(c);
-        let group = taken.entry(s(c, "/spec/group").to_string()).or_default();
+        let group = taken.entry(text(c, "/spec/group").to_string()).or_default();
         let conflict = group.conflict(&names);
         if conflict.is_none() {
             group.take(&names);
@@ -328,7 +315,7 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     };
     let mut pending = false;
     for (c, conflict) in crds.iter().zip(&decisions) {
-        let name = s(c, "/metadata/name").to_string();
+        let name = text(c, "/metadata/name").to_string();
         let deleting = c.pointer("/metadata/deletionTimestamp").is_some();
         if !deleting {
             write_status(registry, &crd_res, &name, conflict.as_ref(), None).await;
@@ -383,7 +370,7 @@ pub async fn after_delete(registry: &Registry, res: &Resource, deleted: Deleted)
     let Some(crd_res) = catalog.find(crd::GROUP, "v1", "customresourcedefinitions") else {
         return Deleted::Pending(crd);
     };
-    let name = s(&crd, "/metadata/name").to_string();
+    let name = text(&crd, "/metadata/name").to_string();
     let mut produce = |current: &Value| -> Result<Value, ApiError> {
         let mut next = current.clone();
         let mut conditions: Vec<Value> = current
