@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::error::ApiError;
+use crate::registry::crd::custom::Build;
 use crate::registry::crd::{self, CLEANUP_FINALIZER, STORAGE_PREFIX, has_condition};
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};
 use crate::registry::{Registry, Resource};
@@ -303,7 +304,13 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
         }
         let terminating = c.pointer("/metadata/deletionTimestamp").is_some();
         if conflict.is_none() || has_condition(c, "Established") {
-            custom.extend(crd::custom::resources_of(c, false, terminating));
+            custom.extend(crd::custom::resources_of(
+                c,
+                Build {
+                    all_versions: false,
+                    terminating,
+                },
+            ));
         }
         decisions.push(conflict);
     }
@@ -468,7 +475,13 @@ async fn release(registry: &Registry, crd_res: &Arc<Resource>, name: &str) -> Re
 
 /// Deletes every object of a CRD; returns how many are still there.
 async fn delete_instances(registry: &Registry, crd: &Value) -> usize {
-    let resources = crd::custom::resources_of(crd, true, true);
+    let resources = crd::custom::resources_of(
+        crd,
+        Build {
+            all_versions: true,
+            terminating: true,
+        },
+    );
     let storage = crd::storage_version(crd);
     let Some(res) = resources
         .into_iter()
