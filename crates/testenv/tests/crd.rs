@@ -860,7 +860,13 @@ async fn deleting_a_crd_deletes_its_objects_then_stops_serving_it() {
         .create(&PostParams::default(), &widget("late", json!({})))
         .await
         .expect_err("no create");
-    assert_eq!(api_error(refused).code, 405);
+    let refused = api_error(refused);
+    assert_eq!(refused.code, 405);
+    assert_eq!(refused.reason, "MethodNotAllowed");
+    assert_eq!(
+        refused.message,
+        "create not allowed while custom resource definition is terminating"
+    );
     let h = api.get("held").await.expect("held stays");
     assert!(h.metadata.deletion_timestamp.is_some());
 

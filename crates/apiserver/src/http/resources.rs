@@ -292,7 +292,12 @@ async fn resource(
                 Ok(json_response(StatusCode::OK, body))
             }
             // A terminating CRD's resources serve no `create`.
-            Method::POST if res.allows("create") => {
+            Method::POST if !res.allows("create") && res.strategy.structural_schema().is_some() => {
+                Err(ApiError::NotAllowed(
+                    "create not allowed while custom resource definition is terminating".into(),
+                ))
+            }
+            Method::POST => {
                 if ns.is_none() && res.namespaced {
                     return Err(ApiError::NoSuchPath);
                 }
