@@ -382,8 +382,6 @@ async fn object(
             let opts = write_options(q)?;
             // The content type first: kubectl `apply --server-side` always sends `force`, and
             // an apply patch must get the 415 for its type, not a complaint about `force`.
-            // Custom resources (they have a structural schema) take no strategic merge patch.
-            let builtin = res.strategy.structural_schema().is_none();
             let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
             })?;
@@ -397,7 +395,8 @@ async fn object(
                 ));
             }
             let bytes = read_body(body).await?;
-            let patch = Patch::parse(ty, &bytes, builtin)?;
+            // Custom resources (they have a structural schema) take no strategic merge patch.
+            let patch = Patch::parse(ty, &bytes, res.strategy.structural_schema().is_none())?;
             let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
             reply_response(reply, res, shape, q)
         }
