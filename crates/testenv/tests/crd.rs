@@ -830,6 +830,16 @@ async fn deleting_a_crd_deletes_its_objects_then_stops_serving_it() {
         deleted.body["metadata"]["finalizers"],
         json!(["customresourcecleanup.apiextensions.k8s.io"])
     );
+    let terminating = deleted.body["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Terminating"))
+        .cloned()
+        .expect("a Terminating condition in the response");
+    assert_eq!(terminating["reason"], "InstanceDeletionPending");
+    assert_eq!(
+        terminating["message"],
+        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+    );
 
     // The held object keeps the CRD terminating; creates are refused meanwhile.
     let crd_api = crds(&env);
@@ -850,7 +860,13 @@ async fn deleting_a_crd_deletes_its_objects_then_stops_serving_it() {
         .create(&PostParams::default(), &widget("late", json!({})))
         .await
         .expect_err("no create");
-    assert_eq!(api_error(refused).code, 405);
+    let refused = api_error(refused);
+    assert_eq!(refused.code, 405);
+    assert_eq!(refused.reason, "MethodNotAllowed");
+    assert_eq!(
+        refused.message,
+        "create not allowed while custom resource definition is terminating"
+    );
     let h = api.get("held").await.expect("held stays");
     assert!(h.metadata.deletion_timestamp.is_some());
 
@@ -1409,4 +1425,118 @@ async fn a_table_watch_prints_custom_columns() {
     assert_eq!(event["object"]["kind"], "Table");
     assert_eq!(event["object"]["columnDefinitions"][1]["name"], "Size");
     assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
+}
+
+/// The shape of schema kube-derive generates for an operator's `#[derive(CustomResource)]`.
+fn derived_schema() -> Value {
+    json!({
+        "description": "Auto-generated derived type for FooSpec via `CustomResource`",
+        "title": "Foo",
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {"type": "object", "required": ["name", "replicas", "mode"], "properties": {
+                "name": {"type": "string"},
+                "info": {"type": "string", "nullable": true},
+                "replicas": {"type": "integer", "format": "int32", "minimum": 0.0},
+                "mode": {"type": "string", "enum": ["A", "B"]},
+                "ports": {"type": "array", "items": {"type": "integer", "format": "uint16", "minimum": 0.0}},
+                "env": {"type": "object", "nullable": true, "additionalProperties": {"type": "string"}},
+                "target": {"x-kubernetes-int-or-string": true},
+                "choice": {"type": "object", "nullable": true,
+                    "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+                    "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+            }},
+            "status": {"type": "object", "nullable": true, "properties": {"ready": {"type": "boolean"}}}
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_kube_derive_style_schema_is_accepted_and_enforced() {
+    let env = TestEnv::start().await.expect("start");
+    let mut crd = widget_crd(derived_schema());
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = json!([]);
+    crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    establish(&env, crd).await;
+    let api = widgets(&env);
+    let ok = widget(
+        "ok",
+        json!({"name": "a", "info": null, "replicas": 2, "mode": "A", "ports": [80, 443],
+               "env": {"X": "1"}, "target": "50%", "choice": {"a": "x"}}),
+    );
+    let created = api
+        .create(&PostParams::default(), &ok)
+        .await
+        .expect("a valid object");
+    assert_eq!(created.data["spec"]["ports"], json!([80, 443]));
+    let bad = widget(
+        "bad",
+        json!({"name": "a", "replicas": -1, "mode": "C", "choice": {"a": "x", "b": "y"}}),
+    );
+    let status = api_error(
+        api.create(&PostParams::default(), &bad)
+            .await
+            .expect_err("invalid"),
+    );
+    assert_eq!(status.code, 422);
+    let mut fields = causes(&status);
+    fields.sort();
+    fields.dedup();
+    // Kubernetes reports a failed oneOf without a field path, naming the field in the message.
+    assert_eq!(
+        fields,
+        ["<nil>", "spec.mode", "spec.replicas"],
+        "{status:?}"
+    );
+    assert!(
+        status
+            .message
+            .contains("\"spec.choice\" must validate one and only one schema (oneOf)"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn a_new_storage_version_is_recorded_and_old_objects_are_served_through_it() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    widgets(&env)
+        .create(&PostParams::default(), &widget("old", json!({"size": 2})))
+        .await
+        .expect("create through v1");
+    let mut crd = crds(&env).get("widgets.example.com").await.expect("get");
+    let mut v2 = crd.spec.versions[0].clone();
+    v2.name = "v2".into();
+    crd.spec.versions[0].storage = false;
+    crd.spec.versions.push(v2);
+    let updated = crds(&env)
+        .replace("widgets.example.com", &PostParams::default(), &crd)
+        .await
+        .expect("add v2 as the storage version");
+    assert_eq!(
+        updated.status.and_then(|s| s.stored_versions),
+        Some(vec!["v1".to_string(), "v2".to_string()])
+    );
+    let v2_api: Api<DynamicObject> =
+        Api::namespaced_with(env.client(), "default", &widget_resource("v2"));
+    let old = kore_testenv::wait_for(WAIT, || async { v2_api.get("old").await.ok() })
+        .await
+        .expect("v2 is served");
+    assert_eq!(
+        old.types.map(|t| t.api_version),
+        Some("example.com/v2".to_string())
+    );
+    // v1 may not go while objects may still be stored under it.
+    let mut without_v1 = crds(&env).get("widgets.example.com").await.expect("get");
+    without_v1.spec.versions.remove(0);
+    let status = api_error(
+        crds(&env)
+            .replace("widgets.example.com", &PostParams::default(), &without_v1)
+            .await
+            .expect_err("v1 is still stored"),
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(causes(&status), ["status.storedVersions[0]"]);
 }

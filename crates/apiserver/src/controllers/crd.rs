@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::error::ApiError;
+use crate::registry::crd::custom::Build;
 use crate::registry::crd::{self, CLEANUP_FINALIZER, STORAGE_PREFIX, has_condition};
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};
 use crate::registry::{Registry, Resource};
@@ -83,7 +84,7 @@ struct Taken {
     list_kind: BTreeSet<String>,
 }
 
-fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -110,15 +111,15 @@ struct Names {
 
 impl Names {
     fn of(crd: &Value) -> Names {
-        let kind = s(crd, "/spec/names/kind").to_string();
+        let kind = text(crd, "/spec/names/kind").to_string();
         Names {
-            plural: s(crd, "/spec/names/plural").to_string(),
-            singular: match s(crd, "/spec/names/singular") {
+            plural: text(crd, "/spec/names/plural").to_string(),
+            singular: match text(crd, "/spec/names/singular") {
                 "" => kind.to_ascii_lowercase(),
                 x => x.to_string(),
             },
             short: strings(crd, "/spec/names/shortNames"),
-            list_kind: match s(crd, "/spec/names/listKind") {
+            list_kind: match text(crd, "/spec/names/listKind") {
                 "" => format!("{kind}List"),
                 x => x.to_string(),
             },
@@ -142,39 +143,26 @@ impl Names {
 
 impl Taken {
     fn conflict(&self, n: &Names) -> Option<Conflict> {
-        let used = |name: &str| Conflict {
-            reason: "",
-            message: format!("{name:?} is already in use"),
+        let used = |reason: &'static str, name: &str| {
+            Some(Conflict {
+                reason,
+                message: format!("{name:?} is already in use"),
+            })
         };
         if self.plural.contains(&n.plural) {
-            return Some(Conflict {
-                reason: "PluralConflict",
-                ..used(&n.plural)
-            });
+            return used("PluralConflict", &n.plural);
         }
         if self.singular.contains(&n.singular) {
-            return Some(Conflict {
-                reason: "SingularConflict",
-                ..used(&n.singular)
-            });
+            return used("SingularConflict", &n.singular);
         }
         if let Some(x) = n.short.iter().find(|x| self.short.contains(*x)) {
-            return Some(Conflict {
-                reason: "ShortNamesConflict",
-                ..used(x)
-            });
+            return used("ShortNamesConflict", x);
         }
         if self.kind.contains(&n.kind) {
-            return Some(Conflict {
-                reason: "KindConflict",
-                ..used(&n.kind)
-            });
+            return used("KindConflict", &n.kind);
         }
         if self.list_kind.contains(&n.list_kind) {
-            return Some(Conflict {
-                reason: "ListKindConflict",
-                ..used(&n.list_kind)
-            });
+            return used("ListKindConflict", &n.list_kind);
         }
         None
     }
@@ -300,8 +288,8 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     crds.sort_by_cached_key(|c| {
         (
             !has_condition(c, "NamesAccepted"),
-            s(c, "/metadata/creationTimestamp").to_string(),
-            s(c, "/metadata/name").to_string(),
+            text(c, "/metadata/creationTimestamp").to_string(),
+            text(c, "/metadata/name").to_string(),
         )
     });
     let mut taken = taken_by_builtins(registry);
@@ -309,14 +297,20 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     let mut custom: Vec<Resource> = Vec::new();
     for c in &crds {
         let names = Names::of(c);
-        let group = taken.entry(s(c, "/spec/group").to_string()).or_default();
+        let group = taken.entry(text(c, "/spec/group").to_string()).or_default();
         let conflict = group.conflict(&names);
         if conflict.is_none() {
             group.take(&names);
         }
         let terminating = c.pointer("/metadata/deletionTimestamp").is_some();
         if conflict.is_none() || has_condition(c, "Established") {
-            custom.extend(crd::custom::resources_of(c, false, terminating));
+            custom.extend(crd::custom::resources_of(
+                c,
+                Build {
+                    all_versions: false,
+                    terminating,
+                },
+            ));
         }
         decisions.push(conflict);
     }
@@ -328,7 +322,7 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     };
     let mut pending = false;
     for (c, conflict) in crds.iter().zip(&decisions) {
-        let name = s(c, "/metadata/name").to_string();
+        let name = text(c, "/metadata/name").to_string();
         let deleting = c.pointer("/metadata/deletionTimestamp").is_some();
         if !deleting {
             write_status(registry, &crd_res, &name, conflict.as_ref(), None).await;
@@ -364,6 +358,64 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
         }
     }
     Ok(pending)
+}
+
+/// After a `DELETE` of a CRD that is now held by its cleanup finalizer: marks it
+/// `Terminating=True/InstanceDeletionPending` at once, so the response shows it as Kubernetes'
+/// does, and returns what to answer. Other deletes pass through unchanged.
+pub async fn after_delete(registry: &Registry, res: &Resource, deleted: Deleted) -> Deleted {
+    let Deleted::Pending(crd) = deleted else {
+        return deleted;
+    };
+    if res.group != crd::GROUP
+        || res.plural != "customresourcedefinitions"
+        || has_condition(&crd, "Terminating")
+    {
+        return Deleted::Pending(crd);
+    }
+    let catalog = registry.catalog();
+    let Some(crd_res) = catalog.find(crd::GROUP, "v1", "customresourcedefinitions") else {
+        return Deleted::Pending(crd);
+    };
+    let name = text(&crd, "/metadata/name").to_string();
+    let mut produce = |current: &Value| -> Result<Value, ApiError> {
+        let mut next = current.clone();
+        let mut conditions: Vec<Value> = current
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !conditions.iter().any(|c| c["type"] == "Terminating") {
+            set_condition(
+                &mut conditions,
+                "Terminating",
+                true,
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            );
+        }
+        if !next["status"].is_object() {
+            next["status"] = json!({});
+        }
+        next["status"]["conditions"] = Value::Array(conditions);
+        Ok(next)
+    };
+    let target = Target {
+        res: &crd_res,
+        ns: None,
+        name: &name,
+        part: Part::Status,
+    };
+    match registry
+        .write_existing(target, None, &mut produce, &WriteOptions::default())
+        .await
+    {
+        Ok(reply) => match serde_json::from_slice(&reply.body) {
+            Ok(v) => Deleted::Pending(v),
+            Err(_) => Deleted::Pending(crd),
+        },
+        Err(_) => Deleted::Pending(crd),
+    }
 }
 
 /// Writes the CRD's status if it differs from the desired one.
@@ -423,7 +475,13 @@ async fn release(registry: &Registry, crd_res: &Arc<Resource>, name: &str) -> Re
 
 /// Deletes every object of a CRD; returns how many are still there.
 async fn delete_instances(registry: &Registry, crd: &Value) -> usize {
-    let resources = crd::custom::resources_of(crd, true, true);
+    let resources = crd::custom::resources_of(
+        crd,
+        Build {
+            all_versions: true,
+            terminating: true,
+        },
+    );
     let storage = crd::storage_version(crd);
     let Some(res) = resources
         .into_iter()

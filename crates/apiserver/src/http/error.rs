@@ -73,6 +73,9 @@ pub enum ApiError {
         /// The resource, qualified.
         resource: String,
     },
+    /// 405 with its own message (creating objects of a terminating CRD).
+    #[error("{0}")]
+    NotAllowed(String),
     /// 406.
     #[error(
         "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
@@ -183,7 +186,9 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } | ApiError::NoSuchPath => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed { .. } | ApiError::NotAllowed(_) => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
             ApiError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ApiError::AlreadyExists { .. }
             | ApiError::Conflict { .. }
@@ -205,7 +210,7 @@ impl ApiError {
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::NotFound { .. } | ApiError::NoSuchPath => "NotFound",
-            ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
+            ApiError::MethodNotAllowed { .. } | ApiError::NotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable => "NotAcceptable",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
@@ -256,7 +261,9 @@ impl ApiError {
                 }
                 Some(d)
             }
-            ApiError::MethodNotAllowed { .. } | ApiError::NoSuchPath => Some(json!({})),
+            ApiError::MethodNotAllowed { .. } | ApiError::NotAllowed(_) | ApiError::NoSuchPath => {
+                Some(json!({}))
+            }
             ApiError::Invalid {
                 kind,
                 group,

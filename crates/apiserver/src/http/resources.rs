@@ -296,7 +296,12 @@ async fn resource(
                 Ok(json_response(StatusCode::OK, body))
             }
             // A terminating CRD's resources serve no `create`.
-            Method::POST if res.allows("create") => {
+            Method::POST if !res.allows("create") && res.strategy.structural_schema().is_some() => {
+                Err(ApiError::NotAllowed(
+                    "create not allowed while custom resource definition is terminating".into(),
+                ))
+            }
+            Method::POST => {
                 if ns.is_none() && res.namespaced {
                     return Err(ApiError::NoSuchPath);
                 }
@@ -382,9 +387,7 @@ async fn object(
         Method::PATCH => {
             let mut opts = write_options(q)?;
             // The content type first: `force` is allowed only with an apply patch (kubectl
-            // `apply --server-side` always sends it). Custom resources (they have a structural
-            // schema) take no strategic merge patch.
-            let builtin = res.strategy.structural_schema().is_none();
+            // `apply --server-side` always sends it).
             let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
             })?;
@@ -402,7 +405,8 @@ async fn object(
             }
             default_field_manager(&mut opts, headers);
             let bytes = read_body(body).await?;
-            let patch = Patch::parse(ty, &bytes, builtin)?;
+            // Custom resources (they have a structural schema) take no strategic merge patch.
+            let patch = Patch::parse(ty, &bytes, res.strategy.structural_schema().is_none())?;
             let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
             reply_response(reply, res, shape, q)
         }
@@ -410,6 +414,7 @@ async fn object(
             let bytes = read_body(body).await?;
             let opts = delete_options(headers, &bytes, q)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
+            let deleted = crate::controllers::crd::after_delete(&app.registry, res, deleted).await;
             let mut response = delete_response(res, deleted.clone());
             // Kubernetes answers 202 to an explicit `orphanDependents: false` that must wait.
             if matches!(deleted, Deleted::Pending(_)) && opts.orphan_dependents == Some(false) {

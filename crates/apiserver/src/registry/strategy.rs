@@ -103,11 +103,6 @@ pub trait Strategy: Send + Sync + 'static {
         dotted(obj, label)
     }
 
-    /// Whether a completed delete answers with the object rather than a Status.
-    fn returns_object_on_delete(&self) -> bool {
-        false
-    }
-
     /// The Table columns of a kind that prints its own (custom resources'
     /// `additionalPrinterColumns`), as `columnDefinitions` entries; `None` uses the built-in
     /// printers.
@@ -125,6 +120,11 @@ pub trait Strategy: Send + Sync + 'static {
     /// The `Warning` every request to this resource gets (deprecated custom resource versions).
     fn deprecation_warning(&self) -> Option<String> {
         None
+    }
+
+    /// Whether a completed delete answers with the object rather than a Status.
+    fn returns_object_on_delete(&self) -> bool {
+        false
     }
 
     /// The structural schema of the served version, for custom resources (apply uses its list types).

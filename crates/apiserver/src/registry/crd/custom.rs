@@ -251,10 +251,22 @@ pub fn storage_prefix(group: &str, plural: &str) -> String {
     format!("/{group}/{plural}")
 }
 
-/// The resources a (valid) CRD stands for: one per version, `served` ones only unless
-/// `all_versions`. `terminating` drops `create` from the verbs. Versions whose schema does not
-/// parse are skipped (validation rejects such CRDs before they are stored).
-pub fn resources_of(crd: &Value, all_versions: bool, terminating: bool) -> Vec<Resource> {
+/// Which of a CRD's resources [`resources_of`] builds, and how.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Build {
+    /// Every version, not only the `served` ones (to reach stored objects).
+    pub all_versions: bool,
+    /// The CRD is being deleted: no `create`.
+    pub terminating: bool,
+}
+
+/// The resources a (valid) CRD stands for, one per version as `build` says. Versions whose
+/// schema does not parse are skipped (validation rejects such CRDs before they are stored).
+pub fn resources_of(crd: &Value, build: Build) -> Vec<Resource> {
+    let Build {
+        all_versions,
+        terminating,
+    } = build;
     let group = str_at(crd, "/spec/group").to_string();
     let plural = str_at(crd, "/spec/names/plural").to_string();
     let kind = str_at(crd, "/spec/names/kind").to_string();
@@ -379,7 +391,7 @@ mod tests {
 
     #[test]
     fn a_crd_serves_one_resource_per_served_version() {
-        let rs = resources_of(&crd(), false, false);
+        let rs = resources_of(&crd(), Build::default());
         let versions: Vec<&str> = rs.iter().map(|r| r.version.as_str()).collect();
         assert_eq!(versions, ["v1", "v1beta1"]);
         assert_eq!(rs[0].singular, "widget");
@@ -402,7 +414,7 @@ mod tests {
 
     #[test]
     fn objects_are_stored_under_the_storage_version_and_served_under_their_own() {
-        let rs = resources_of(&crd(), false, false);
+        let rs = resources_of(&crd(), Build::default());
         let obj = json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "spec": {"a": 1}});
         let stored = rs[1].strategy.to_stored(obj);
         assert_eq!(stored["apiVersion"], "example.com/v1");
@@ -415,7 +427,7 @@ mod tests {
 
     #[test]
     fn printer_columns_render_typed_cells_and_ages() {
-        let rs = resources_of(&crd(), false, false);
+        let rs = resources_of(&crd(), Build::default());
         let obj = json!({"metadata": {"name": "w", "creationTimestamp": "2024-05-01T12:00:00Z"},
             "spec": {"size": 3},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
@@ -434,7 +446,7 @@ mod tests {
 
     #[test]
     fn generation_ignores_metadata_and_a_status_with_its_own_endpoint() {
-        let rs = resources_of(&crd(), false, false);
+        let rs = resources_of(&crd(), Build::default());
         let old = json!({"metadata": {"labels": {}}, "spec": {"a": 1}, "status": {"x": 1}});
         let relabelled =
             json!({"metadata": {"labels": {"b": "c"}}, "spec": {"a": 1}, "status": {"x": 2}});
@@ -446,7 +458,13 @@ mod tests {
 
     #[test]
     fn a_terminating_crd_serves_no_create() {
-        let rs = resources_of(&crd(), false, true);
+        let rs = resources_of(
+            &crd(),
+            Build {
+                terminating: true,
+                ..Build::default()
+            },
+        );
         assert!(!rs[0].allows("create") && rs[0].allows("delete"));
     }
 }
