@@ -14,6 +14,8 @@ mod clients;
 mod load;
 mod procs;
 mod report;
+#[allow(dead_code)] // `run` is wired to `--suite` by the lead
+mod runtime_cache;
 mod scenarios;
 #[allow(dead_code)] // wired to `--suite` as the suites land
 mod suite;
@@ -97,6 +99,9 @@ enum Only {
 }
 
 fn main() -> anyhow::Result<()> {
+    if let Some(result) = runtime_cache::main_from_env() {
+        return result;
+    }
     let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{Error, InformerConfig};
-use crate::cache::{Packed, Store, parse_rv};
+use crate::cache::{Listed, Packed, Store, parse_rv};
 
 type Lines = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 
@@ -74,7 +74,7 @@ pub(crate) enum Event<K> {
     /// A full list starts: buffer what follows.
     Init,
     /// Objects of the list being built.
-    InitApply(Vec<Packed<K>>),
+    InitApply(Vec<Listed>),
     /// The list is complete: swap it in.
     InitDone {
         /// The list's resourceVersion.
@@ -115,12 +115,99 @@ struct WatchLine {
     object: Value,
 }
 
-#[derive(serde::Deserialize)]
-struct ListPage {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<Value>,
+/// Parses a list page, packing each item as soon as it is parsed.
+struct PageSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+    items: &'a mut Vec<Listed>,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de, K> serde::de::DeserializeSeed<'de> for PageSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ListMeta;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ListMeta, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K> serde::de::Visitor<'de> for PageSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "metadata" => meta = map.next_value()?,
+                "items" => map.next_value_seed(ItemsSeed {
+                    ctx: self.ctx,
+                    items: &mut *self.items,
+                    failure: &mut *self.failure,
+                })?,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+struct ItemsSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+    items: &'a mut Vec<Listed>,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de, K> serde::de::DeserializeSeed<'de> for ItemsSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, K> serde::de::Visitor<'de> for ItemsSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if let Some(n) = seq.size_hint() {
+            self.items.reserve(n);
+        }
+        while let Some(item) = seq.next_element::<Value>()? {
+            if self.failure.is_some() {
+                continue;
+            }
+            match self.ctx.pack(item) {
+                Ok(packed) => self.items.push(self.ctx.store.listed(packed)),
+                Err(e) => *self.failure = Some(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -276,7 +363,7 @@ where
     async fn list_page(
         &self,
         continue_token: &Option<String>,
-    ) -> Result<(Vec<Packed<K>>, Option<String>, String), Error> {
+    ) -> Result<(Vec<Listed>, Option<String>, String), Error> {
         let mut lp = ListParams::default();
         lp.label_selector.clone_from(&self.config.label_selector);
         lp.field_selector.clone_from(&self.config.field_selector);
@@ -296,18 +383,24 @@ where
             .request_text(request)
             .await
             .map_err(Error::InitialListFailed)?;
-        let page: ListPage = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
-        drop(text);
-        let mut items = Vec::with_capacity(page.items.len());
-        for item in page.items {
-            items.push(self.pack(item)?);
+        // Pack each item as it is parsed, so a page never exists as a tree of values.
+        let mut items = Vec::new();
+        let mut failure = None;
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let meta = serde::de::DeserializeSeed::deserialize(
+            PageSeed {
+                ctx: self,
+                items: &mut items,
+                failure: &mut failure,
+            },
+            &mut de,
+        )
+        .map_err(|e| Error::Decode(Box::new(e)))?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-        let next = page.metadata.continue_token.filter(|c| !c.is_empty());
-        Ok((
-            items,
-            next,
-            page.metadata.resource_version.unwrap_or_default(),
-        ))
+        let next = meta.continue_token.filter(|c| !c.is_empty());
+        Ok((items, next, meta.resource_version.unwrap_or_default()))
     }
 
     async fn open_watch(&self, rv: &str) -> Result<Lines, Error> {
