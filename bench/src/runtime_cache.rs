@@ -21,6 +21,10 @@ use crate::suite::{Row, Target};
 
 const CHILD_ENV: &str = "KORE_BENCH_CACHE_CHILD";
 
+/// The same glibc malloc settings for every child.
+const GLIBC_TUNABLES: &str =
+    "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1";
+
 /// Which cache a child fills.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 enum Cache {
@@ -151,6 +155,9 @@ async fn measure(spec: &ChildSpec) -> anyhow::Result<ChildResult> {
     let child = tokio::process::Command::new(exe)
         .env(CHILD_ENV, serde_json::to_string(spec)?)
         .env_remove("KORE_BENCH_RUNTIME_CACHE")
+        // Buffers of 64 KiB and more (list pages) are mapped on their own and unmapped when
+        // freed, so the RSS after sync is what the cache holds, not the list's high-water mark.
+        .env("GLIBC_TUNABLES", GLIBC_TUNABLES)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(300), child)

@@ -100,14 +100,20 @@ impl de::Error for DecodeError {
 
 impl Dictionary {
     /// Packs `value`.
+    #[cfg(test)]
     pub(crate) fn encode(&self, value: &Value) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
+        let mut out = Vec::new();
+        self.encode_into(value, &mut out);
+        out
+    }
+
+    /// Packs `value`, appending to `out` (a scratch buffer, so packing allocates nothing).
+    pub(crate) fn encode_into(&self, value: &Value, out: &mut Vec<u8>) {
         let mut symbols = self
             .inner
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        encode_value(value, &mut out, &mut symbols, false, false, false);
-        out
+        encode_value(value, out, &mut symbols, false, false, false);
     }
 
     /// Decodes packed `bytes` into a `T`.

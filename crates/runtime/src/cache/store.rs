@@ -52,6 +52,8 @@ impl<K> std::fmt::Debug for Store<K> {
 struct Shared<K> {
     state: RwLock<State<K>>,
     dict: Dictionary,
+    /// Where objects are packed before their entry is allocated at its final size.
+    scratch: std::sync::Mutex<Vec<u8>>,
     synced: watch::Sender<bool>,
     _kind: PhantomData<fn() -> K>,
 }
@@ -85,12 +87,12 @@ fn write_varint(out: &mut Vec<u8>, mut n: u64) {
 
 impl Entry {
     fn new(key: &str, rv: u64, packed: &[u8]) -> Entry {
-        let mut buf = Vec::with_capacity(key.len() + packed.len() + 12);
-        write_varint(&mut buf, key.len() as u64);
-        buf.extend_from_slice(key.as_bytes());
-        write_varint(&mut buf, rv);
-        buf.extend_from_slice(packed);
-        Entry(buf.into())
+        let mut header = Vec::with_capacity(key.len() + 12);
+        write_varint(&mut header, key.len() as u64);
+        header.extend_from_slice(key.as_bytes());
+        write_varint(&mut header, rv);
+        // Both halves have exact lengths, so the Arc is allocated once at its final size.
+        Entry(header.iter().chain(packed).copied().collect())
     }
 
     fn key_range(&self) -> (usize, usize) {
@@ -235,6 +237,7 @@ impl<K> Store<K> {
                     tombstones: HashMap::new(),
                 }),
                 dict: Dictionary::default(),
+                scratch: std::sync::Mutex::new(Vec::new()),
                 synced: watch::Sender::new(false),
                 _kind: PhantomData,
             }),
@@ -359,12 +362,18 @@ impl<K: DeserializeOwned> Store<K> {
     where
         K: kube::Resource,
     {
-        let packed = self.shared.dict.encode(value);
-        let obj: K = self.shared.dict.decode(&packed)?;
+        let mut scratch = self
+            .shared
+            .scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        scratch.clear();
+        self.shared.dict.encode_into(value, &mut scratch);
+        let obj: K = self.shared.dict.decode(&scratch)?;
         let key = ObjectKey::of(&obj).to_string();
         let rv = parse_rv(obj.meta().resource_version.as_deref());
         Ok(Packed {
-            entry: Entry::new(&key, rv, &packed),
+            entry: Entry::new(&key, rv, &scratch),
             obj,
         })
     }
