@@ -403,7 +403,8 @@ impl Informers {
         }
     }
 
-    /// Waits until every informer created so far has swapped in its first list.
+    /// Waits until every informer created so far has swapped in its first list (forever if
+    /// [`Informers::start`] is never called).
     pub async fn wait_until_synced(&self) {
         let waits: Vec<BoxFuture<'static, ()>> = self.lock().synced.iter().map(|w| w()).collect();
         futures::future::join_all(waits).await;
