@@ -685,4 +685,44 @@ mod tests {
         assert_eq!(a.metadata.resource_version.as_deref(), Some("12"));
         assert!(store.get(&ObjectKey::namespaced("ns", "gone")).is_none());
     }
+
+    #[test]
+    fn random_applies_and_deletes_leave_exactly_the_newest_state_per_key() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let store = Store::<ConfigMap>::new();
+        store.add_index("src", Arc::new(by_src));
+        let mut truth: HashMap<String, (u64, String)> = HashMap::new();
+        for rv in 1..3000u64 {
+            let name = format!("k{}", rng.random_range(0..40));
+            if rng.random_bool(0.3) {
+                store.delete(&format!("ns/{name}"), rv, false);
+                truth.remove(&name);
+            } else {
+                let src = format!("s{}", rng.random_range(0..5));
+                store.apply(&store.pack(&cm(&name, rv, &src)).expect("packs"));
+                truth.insert(name, (rv, src));
+            }
+        }
+        assert_eq!(store.len(), truth.len());
+        let mut keys: Vec<String> = store.keys().iter().map(ToString::to_string).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), truth.len(), "no duplicates");
+        for (name, (rv, src)) in &truth {
+            let got = store
+                .get(&ObjectKey::namespaced("ns", name))
+                .expect("cached");
+            assert_eq!(got.metadata.resource_version, Some(rv.to_string()));
+            assert!(
+                store
+                    .keys_by_index("src", src)
+                    .contains(&ObjectKey::namespaced("ns", name))
+            );
+        }
+        let indexed: usize = (0..5)
+            .map(|i| store.keys_by_index("src", &format!("s{i}")).len())
+            .sum();
+        assert_eq!(indexed, truth.len(), "each key is indexed once");
+    }
 }
