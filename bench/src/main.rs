@@ -19,6 +19,7 @@ mod manager;
 mod procs;
 mod rbac;
 mod report;
+mod runtime_cache;
 mod runtime_queue;
 mod scenarios;
 mod schema;
@@ -113,6 +114,7 @@ async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>>
     match suite {
         Suite::Runtime => {
             rows.extend(runtime_queue::run(quick).await?);
+            rows.extend(runtime_cache::run(quick).await?);
             rows.extend(manager::run(quick).await?);
         }
         Suite::Crd => {
@@ -146,6 +148,9 @@ enum Only {
 }
 
 fn main() -> anyhow::Result<()> {
+    if let Some(result) = runtime_cache::main_from_env() {
+        return result;
+    }
     let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

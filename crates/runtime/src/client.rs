@@ -214,7 +214,7 @@ impl<K: Informable + Serialize> CachedClient<K> {
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str),
         );
-        let rv = rv.max(store.entry(&key.to_string()).map_or(0, |e| e.rv));
+        let rv = rv.max(store.entry(&key.to_string()).map_or(0, |e| e.rv()));
         store.delete(&key.to_string(), rv, true);
         Ok(None)
     }

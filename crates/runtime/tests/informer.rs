@@ -606,3 +606,76 @@ async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
     shutdown.cancel();
     Ok(())
 }
+
+/// Records when each request arrived, and fails them all (the server is down).
+#[derive(Clone, Default)]
+struct Down {
+    attempts: Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for Down {
+    type Response = http::Response<axum::body::Body>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: http::Request<kube::client::Body>) -> Self::Future {
+        self.attempts
+            .lock()
+            .expect("not poisoned")
+            .push(tokio::time::Instant::now());
+        Box::pin(async { Err("connection refused".into()) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn informer_backs_off_from_800ms_to_30s_while_the_server_is_down() -> anyhow::Result<()> {
+    let down = Down::default();
+    let client = kube::Client::new(down.clone(), "default");
+    let informer: SharedInformer<ConfigMap> =
+        SharedInformer::new(client, InformerConfig::default());
+    let shutdown = CancellationToken::new();
+    informer.start(shutdown.clone());
+    // Paused time jumps over each backoff sleep; ten minutes is enough for about 25 tries.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    shutdown.cancel();
+    let attempts = down.attempts.lock().expect("not poisoned").clone();
+    assert!(attempts.len() >= 12, "{} attempts", attempts.len());
+    let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut base = Duration::from_millis(800);
+    for gap in &gaps {
+        let max = (base * 2).min(Duration::from_secs(30));
+        assert!(
+            *gap >= base.min(Duration::from_secs(30)) && *gap <= max + Duration::from_millis(5),
+            "gap {gap:?} outside [{base:?}, {max:?}] in {gaps:?}"
+        );
+        base = (base * 2).min(Duration::from_secs(30));
+    }
+    assert!(
+        gaps.iter()
+            .rev()
+            .take(3)
+            .all(|g| *g <= Duration::from_millis(30_005))
+    );
+    assert!(!informer.store().is_synced());
+    Ok(())
+}
+
+/// Never run: fails to compile if a public future stops being `Send`.
+#[allow(dead_code)]
+async fn public_futures_are_send(
+    informers: Informers,
+    mut sub: kore_runtime::Subscription<ConfigMap>,
+    store: Store<ConfigMap>,
+    client: CachedClient<ConfigMap>,
+) {
+    fn send<T: Send>(_: T) {}
+    send(informers.wait_until_synced());
+    send(sub.next());
+    send(store.wait_until_synced());
+    send(client.create(&ConfigMap::default(), &PostParams::default()));
+    send(client.delete(&ObjectKey::cluster("x"), &DeleteParams::default()));
+}

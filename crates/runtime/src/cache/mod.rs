@@ -15,4 +15,4 @@ mod store;
 pub use key::ObjectKey;
 pub use store::Store;
 
-pub(crate) use store::{Entry, Outcome, Packed, parse_rv};
+pub(crate) use store::{Entry, ListBuffer, Listed, Outcome, Packed, parse_rv};

@@ -23,10 +23,12 @@
 //! | 10 | end of array or object | — |
 //! | 11 | lowercase UUID string | 16 bytes |
 //! | 12 | `YYYY-MM-DDTHH:MM:SSZ` timestamp string | varint seconds since 1970 (signed as tag 3/4) |
+//! | 13 | canonical decimal string (a resourceVersion) | varint |
 //!
 //! The dictionary only grows. To keep unique user keys out of it, keys of maps under `data`,
 //! `binaryData`, `stringData` and `annotations` stay inline, and the dictionary stops taking
-//! new symbols at [`MAX_SYMBOLS`].
+//! new symbols at [`MAX_SYMBOLS`]. String values that repeat across objects (`apiVersion`,
+//! `kind`, `namespace`, label values) are symbols too.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -47,6 +49,7 @@ const OBJECT: u8 = 9;
 const END: u8 = 10;
 const UUID: u8 = 11;
 const TIME: u8 = 12;
+const DIGITS: u8 = 13;
 
 /// The most symbols a dictionary takes; later new keys stay inline.
 pub(crate) const MAX_SYMBOLS: usize = 16 * 1024;
@@ -97,14 +100,20 @@ impl de::Error for DecodeError {
 
 impl Dictionary {
     /// Packs `value`.
+    #[cfg(test)]
     pub(crate) fn encode(&self, value: &Value) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
+        let mut out = Vec::new();
+        self.encode_into(value, &mut out);
+        out
+    }
+
+    /// Packs `value`, appending to `out` (a scratch buffer, so packing allocates nothing).
+    pub(crate) fn encode_into(&self, value: &Value, out: &mut Vec<u8>) {
         let mut symbols = self
             .inner
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        encode_value(value, &mut out, &mut symbols, false, false);
-        out
+        encode_value(value, out, &mut symbols, false, false, false);
     }
 
     /// Decodes packed `bytes` into a `T`.
@@ -160,6 +169,11 @@ fn put_str(out: &mut Vec<u8>, s: &str, symbols: &mut Symbols, symbol: bool) {
         out.extend_from_slice(&uuid);
         return;
     }
+    if let Some(n) = parse_digits(s) {
+        out.push(DIGITS);
+        put_varint(out, n);
+        return;
+    }
     if let Some(secs) = parse_time(s) {
         out.push(TIME);
         put_int(out, secs);
@@ -176,6 +190,7 @@ fn encode_value(
     symbols: &mut Symbols,
     inline_keys: bool,
     symbol_value: bool,
+    symbol_children: bool,
 ) {
     match value {
         Value::Null => out.push(NULL),
@@ -196,7 +211,7 @@ fn encode_value(
         Value::Array(items) => {
             out.push(ARRAY);
             for item in items {
-                encode_value(item, out, symbols, false, false);
+                encode_value(item, out, symbols, false, false, false);
             }
             out.push(END);
         }
@@ -211,12 +226,25 @@ fn encode_value(
                     put_str(out, k, symbols, true);
                 }
                 let child_inline = INLINE_KEYS_UNDER.contains(&k.as_str());
-                let child_symbol = SYMBOL_VALUES_OF.contains(&k.as_str());
-                encode_value(v, out, symbols, child_inline, child_symbol);
+                let child_symbol = symbol_children || SYMBOL_VALUES_OF.contains(&k.as_str());
+                let grandchildren = k == "labels";
+                encode_value(v, out, symbols, child_inline, child_symbol, grandchildren);
             }
             out.push(END);
         }
     }
+}
+
+/// The value of a decimal string that formats back identically (no sign, no leading zero).
+fn parse_digits(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 19 || (b[0] == b'0' && b.len() > 1) {
+        return None;
+    }
+    if !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// The 16 bytes of a lowercase, hyphenated UUID, if `s` is one.
@@ -368,6 +396,7 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
             STR => visitor.visit_borrowed_str(self.str_body()?),
             SYM => visitor.visit_borrowed_str(self.symbol()?),
             UUID => visitor.visit_string(format_uuid(self.take(16)?)),
+            DIGITS => visitor.visit_string(self.varint()?.to_string()),
             TIME => {
                 let secs = self.signed()?;
                 let s = format_time(secs).ok_or_else(|| DecodeError("bad timestamp".into()))?;
@@ -559,7 +588,8 @@ mod tests {
         let dict = Dictionary::default();
         let value = json!({
             "a": [1, -1, -9_223_372_036_854_775_808i64, 18_446_744_073_709_551_615u64, 1.5, null, true, false],
-            "s": "text", "u": "0F8FAD5B-D9CB-469F-A165-70867728950E",
+            "s": "text", "d": ["0", "12345", "007", "-1", "", "99999999999999999999"],
+            "u": "0F8FAD5B-D9CB-469F-A165-70867728950E",
             "t": "2026-11-21T07:54:32.5Z", "nested": {"data": {"k": {"deep": "v"}}},
             "empty": {}, "none": [],
         });

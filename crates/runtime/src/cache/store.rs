@@ -52,19 +52,98 @@ impl<K> std::fmt::Debug for Store<K> {
 struct Shared<K> {
     state: RwLock<State<K>>,
     dict: Dictionary,
+    /// Where objects are packed before their entry is allocated at its final size.
+    scratch: std::sync::Mutex<Vec<u8>>,
     synced: watch::Sender<bool>,
     _kind: PhantomData<fn() -> K>,
 }
 
-/// One cached object: its packed bytes and resourceVersion.
+/// One cached object in a single allocation: its key, resourceVersion and packed form.
+///
+/// Layout: varint key length, the key (`ns/name`), varint resourceVersion, packed object.
+/// Hashing and equality use the key only, and `Borrow<str>` exposes it, so a `HashSet<Entry>`
+/// is the whole map with no separate key allocation.
 #[derive(Clone)]
-pub(crate) struct Entry {
-    pub(crate) bytes: Arc<[u8]>,
-    pub(crate) rv: u64,
+pub(crate) struct Entry(Arc<[u8]>);
+
+fn read_varint(b: &[u8]) -> (u64, usize) {
+    let mut n = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        n |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (n, i + 1);
+        }
+    }
+    (n, b.len().min(10))
+}
+
+fn write_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+impl Entry {
+    fn new(key: &str, rv: u64, packed: &[u8]) -> Entry {
+        let mut header = Vec::with_capacity(key.len() + 12);
+        write_varint(&mut header, key.len() as u64);
+        header.extend_from_slice(key.as_bytes());
+        write_varint(&mut header, rv);
+        // Both halves have exact lengths, so the Arc is allocated once at its final size.
+        Entry(header.iter().chain(packed).copied().collect())
+    }
+
+    fn key_range(&self) -> (usize, usize) {
+        let (len, n) = read_varint(&self.0);
+        let end = (n + usize::try_from(len).unwrap_or(0)).min(self.0.len());
+        (n, end)
+    }
+
+    /// The key, `ns/name` or `name`.
+    pub(crate) fn key(&self) -> &str {
+        let (start, end) = self.key_range();
+        // Written from a `&str` in `Entry::new`, so always UTF-8.
+        std::str::from_utf8(&self.0[start..end]).unwrap_or_default()
+    }
+
+    /// The resourceVersion (0 when not numeric).
+    pub(crate) fn rv(&self) -> u64 {
+        let (_, end) = self.key_range();
+        read_varint(&self.0[end..]).0
+    }
+
+    /// The packed object.
+    fn packed(&self) -> &[u8] {
+        let (_, end) = self.key_range();
+        let (_, n) = read_varint(&self.0[end..]);
+        &self.0[end + n..]
+    }
+}
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Entry {}
+
+impl std::borrow::Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
 }
 
 struct State<K> {
-    entries: HashMap<Box<str>, Entry>,
+    entries: HashSet<Entry>,
     indexes: HashMap<String, Index<K>>,
     /// Deletions recorded by a writer ahead of the watch: key → resourceVersion of the delete.
     tombstones: HashMap<Box<str>, u64>,
@@ -105,11 +184,34 @@ impl<K> Index<K> {
     }
 }
 
-/// An object ready for the cache: packed, keyed, and decoded once to check it fits `K`.
+/// An object ready for the cache: packed, and decoded once to check it fits `K`.
 pub(crate) struct Packed<K> {
-    pub(crate) key: Box<str>,
     pub(crate) entry: Entry,
     pub(crate) obj: K,
+}
+
+/// An object of a list being built: packed, with its index values computed at once so the
+/// decoded object need not be kept until the list is complete.
+pub(crate) struct Listed {
+    entry: Entry,
+    index: Vec<(String, Vec<String>)>,
+}
+
+/// A full list being built, swapped into the store when complete.
+#[derive(Default)]
+pub(crate) struct ListBuffer {
+    entries: HashSet<Entry>,
+    index: HashMap<Box<str>, Vec<(String, Vec<String>)>>,
+}
+
+impl ListBuffer {
+    /// Adds a listed object.
+    pub(crate) fn push(&mut self, item: Listed) {
+        if !item.index.is_empty() {
+            self.index.insert(item.entry.key().into(), item.index);
+        }
+        self.entries.replace(item.entry);
+    }
 }
 
 /// What applying a change did.
@@ -130,11 +232,12 @@ impl<K> Store<K> {
         Store {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
-                    entries: HashMap::new(),
+                    entries: HashSet::new(),
                     indexes: HashMap::new(),
                     tombstones: HashMap::new(),
                 }),
                 dict: Dictionary::default(),
+                scratch: std::sync::Mutex::new(Vec::new()),
                 synced: watch::Sender::new(false),
                 _kind: PhantomData,
             }),
@@ -159,8 +262,8 @@ impl<K> Store<K> {
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.read()
             .entries
-            .keys()
-            .map(|k| ObjectKey::parse(k))
+            .iter()
+            .map(|e| ObjectKey::parse(e.key()))
             .collect()
     }
 
@@ -186,7 +289,7 @@ impl<K> Store<K> {
         let _ = rx.wait_for(|synced| *synced).await;
     }
 
-    /// The packed bytes and resourceVersion under `key`.
+    /// The entry under `key`.
     pub(crate) fn entry(&self, key: &str) -> Option<Entry> {
         self.read().entries.get(key).cloned()
     }
@@ -202,11 +305,11 @@ impl<K> Store<K> {
 }
 
 impl<K: DeserializeOwned> Store<K> {
-    fn decode(&self, bytes: &[u8]) -> Option<Arc<K>> {
-        match self.shared.dict.decode::<K>(bytes) {
+    fn decode(&self, entry: &Entry) -> Option<Arc<K>> {
+        match self.shared.dict.decode::<K>(entry.packed()) {
             Ok(obj) => Some(Arc::new(obj)),
             Err(e) => {
-                tracing::error!(error = %e, "a cached object no longer decodes");
+                tracing::error!(error = %e, key = entry.key(), "a cached object no longer decodes");
                 None
             }
         }
@@ -214,38 +317,33 @@ impl<K: DeserializeOwned> Store<K> {
 
     /// Decodes a cached entry.
     pub(crate) fn decode_entry(&self, entry: &Entry) -> Option<Arc<K>> {
-        self.decode(&entry.bytes)
+        self.decode(entry)
     }
 
     /// The object under `key`.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        let bytes = self.read().entries.get(&*key.to_boxed())?.bytes.clone();
-        self.decode(&bytes)
+        let entry = self.read().entries.get(&*key.to_boxed())?.clone();
+        self.decode(&entry)
     }
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        let all: Vec<Arc<[u8]>> = self
-            .read()
-            .entries
-            .values()
-            .map(|e| e.bytes.clone())
-            .collect();
-        all.iter().filter_map(|b| self.decode(b)).collect()
+        let all: Vec<Entry> = self.read().entries.iter().cloned().collect();
+        all.iter().filter_map(|e| self.decode(e)).collect()
     }
 
     /// The objects the index `index` lists under `value` (none if there is no such index).
     pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
-        let all: Vec<Arc<[u8]>> = {
+        let all: Vec<Entry> = {
             let state = self.read();
             let Some(set) = state.indexes.get(index).and_then(|i| i.by_value.get(value)) else {
                 return Vec::new();
             };
             set.iter()
-                .filter_map(|k| state.entries.get(k).map(|e| e.bytes.clone()))
+                .filter_map(|k| state.entries.get(&**k).cloned())
                 .collect()
         };
-        all.iter().filter_map(|b| self.decode(b)).collect()
+        all.iter().filter_map(|e| self.decode(e)).collect()
     }
 
     /// The keys the index `index` lists under `value`.
@@ -264,41 +362,57 @@ impl<K: DeserializeOwned> Store<K> {
     where
         K: kube::Resource,
     {
-        let bytes: Arc<[u8]> = self.shared.dict.encode(value).into();
-        let obj: K = self.shared.dict.decode(&bytes)?;
-        let key = ObjectKey::of(&obj).to_boxed();
+        let mut scratch = self
+            .shared
+            .scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        scratch.clear();
+        self.shared.dict.encode_into(value, &mut scratch);
+        let obj: K = self.shared.dict.decode(&scratch)?;
+        let key = ObjectKey::of(&obj).to_string();
         let rv = parse_rv(obj.meta().resource_version.as_deref());
         Ok(Packed {
-            key,
-            entry: Entry { bytes, rv },
+            entry: Entry::new(&key, rv, &scratch),
             obj,
         })
     }
 
+    /// Keeps what a list being built needs of `packed`, dropping the decoded object.
+    pub(crate) fn listed(&self, packed: Packed<K>) -> Listed {
+        let index = {
+            let state = self.read();
+            state
+                .indexes
+                .iter()
+                .map(|(n, i)| (n.clone(), (i.f)(&packed.obj)))
+                .collect()
+        };
+        Listed {
+            entry: packed.entry,
+            index,
+        }
+    }
+
     /// Registers (or replaces) the index `name`, indexing every cached object now.
     pub(crate) fn add_index(&self, name: &str, f: IndexFn<K>) {
-        let entries: Vec<(Box<str>, Arc<[u8]>)> = self
-            .read()
-            .entries
-            .iter()
-            .map(|(k, e)| (k.clone(), e.bytes.clone()))
-            .collect();
+        let entries: Vec<Entry> = self.read().entries.iter().cloned().collect();
         let mut index = Index {
             f: Arc::clone(&f),
             by_value: HashMap::new(),
             by_key: HashMap::new(),
         };
-        for (key, bytes) in &entries {
-            if let Some(obj) = self.decode(bytes) {
-                index.insert(key, f(&obj));
+        for entry in &entries {
+            if let Some(obj) = self.decode(entry) {
+                index.insert(entry.key(), f(&obj));
             }
         }
         let mut state = self.write();
         // Objects changed between the snapshot and now are re-indexed by their writer,
         // which indexes with every registered function under the same lock.
-        for key in entries.iter().map(|(k, _)| k) {
-            if !state.entries.contains_key(key) {
-                index.remove(key);
+        for entry in &entries {
+            if !state.entries.contains(entry.key()) {
+                index.remove(entry.key());
             }
         }
         state.indexes.insert(name.to_string(), index);
@@ -307,27 +421,26 @@ impl<K: DeserializeOwned> Store<K> {
     /// Applies a created or updated object unless the cache holds a newer version.
     pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome {
         let values = self.index_values(&packed.obj);
+        let key = packed.entry.key();
+        let rv = packed.entry.rv();
         let mut state = self.write();
-        let rv = packed.entry.rv;
-        if let Some(&dead) = state.tombstones.get(&packed.key) {
+        if let Some(&dead) = state.tombstones.get(key) {
             if rv != 0 && rv <= dead {
                 return Outcome::Stale;
             }
-            state.tombstones.remove(&packed.key);
+            state.tombstones.remove(key);
         }
-        if let Some(cur) = state.entries.get(&packed.key)
+        if let Some(cur) = state.entries.get(key)
             && rv != 0
-            && cur.rv != 0
-            && rv <= cur.rv
+            && cur.rv() != 0
+            && rv <= cur.rv()
         {
             return Outcome::Stale;
         }
-        let old = state
-            .entries
-            .insert(packed.key.clone(), packed.entry.clone());
+        let old = state.entries.replace(packed.entry.clone());
         for (name, v) in values {
             if let Some(index) = state.indexes.get_mut(&name) {
-                index.insert(&packed.key, v);
+                index.insert(key, v);
             }
         }
         Outcome::Changed(old)
@@ -342,12 +455,12 @@ impl<K: DeserializeOwned> Store<K> {
         }
         if let Some(cur) = state.entries.get(key)
             && rv != 0
-            && cur.rv != 0
-            && rv < cur.rv
+            && cur.rv() != 0
+            && rv < cur.rv()
         {
             return Outcome::Stale;
         }
-        let Some(old) = state.entries.remove(key) else {
+        let Some(old) = state.entries.take(key) else {
             return Outcome::Stale;
         };
         for index in state.indexes.values_mut() {
@@ -369,14 +482,17 @@ impl<K: DeserializeOwned> Store<K> {
 
     /// Swaps in a full list taken at resourceVersion `list_rv`, keeping writes recorded
     /// after it, then marks the store synced.
-    pub(crate) fn replace(&self, items: Vec<Packed<K>>, list_rv: u64) {
+    pub(crate) fn replace(&self, list: ListBuffer, list_rv: u64) {
+        let ListBuffer {
+            mut entries,
+            index: listed_values,
+        } = list;
         let fns: Vec<(String, IndexFn<K>)> = self
             .read()
             .indexes
             .iter()
             .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
             .collect();
-        let mut entries = HashMap::with_capacity(items.len());
         let mut indexes: HashMap<String, Index<K>> = fns
             .into_iter()
             .map(|(n, f)| {
@@ -390,46 +506,64 @@ impl<K: DeserializeOwned> Store<K> {
                 )
             })
             .collect();
-        for p in items {
-            for index in indexes.values_mut() {
-                let v = (index.f)(&p.obj);
-                index.insert(&p.key, v);
-            }
-            entries.insert(p.key, p.entry);
-        }
-        {
-            let mut state = self.write();
-            // Writes recorded ahead of the watch that the list has not caught up with.
-            let newer: Vec<(Box<str>, Entry)> = state
-                .entries
-                .iter()
-                .filter(|(_, e)| list_rv != 0 && e.rv > list_rv)
-                .map(|(k, e)| (k.clone(), e.clone()))
-                .collect();
-            for (k, e) in newer {
-                let keep = entries.get(&k).is_none_or(|listed| listed.rv < e.rv);
-                if keep {
-                    if let Some(obj) = self.decode(&e.bytes) {
-                        for index in indexes.values_mut() {
-                            index.insert(&k, (index.f)(&obj));
+        if !indexes.is_empty() {
+            for entry in &entries {
+                let listed = listed_values.get(entry.key());
+                let mut decoded: Option<Arc<K>> = None;
+                for (name, index) in &mut indexes {
+                    match listed.and_then(|l| l.iter().find(|(n, _)| n == name)) {
+                        Some((_, v)) => index.insert(entry.key(), v.clone()),
+                        None => {
+                            // Registered while the list was being built: index it now.
+                            if decoded.is_none() {
+                                decoded = self.decode(entry);
+                            }
+                            if let Some(obj) = &decoded {
+                                index.insert(entry.key(), (index.f)(obj));
+                            }
                         }
                     }
-                    entries.insert(k, e);
+                }
+            }
+        }
+        drop(listed_values);
+        let registered = {
+            let mut state = self.write();
+            // Writes recorded ahead of the watch that the list has not caught up with.
+            let newer: Vec<Entry> = state
+                .entries
+                .iter()
+                .filter(|e| list_rv != 0 && e.rv() > list_rv)
+                .cloned()
+                .collect();
+            for e in newer {
+                let keep = entries
+                    .get(e.key())
+                    .is_none_or(|listed| listed.rv() < e.rv());
+                if keep {
+                    if !indexes.is_empty()
+                        && let Some(obj) = self.decode(&e)
+                    {
+                        for index in indexes.values_mut() {
+                            index.insert(e.key(), (index.f)(&obj));
+                        }
+                    }
+                    entries.replace(e);
                 }
             }
             state
                 .tombstones
                 .retain(|_, dead| list_rv == 0 || *dead > list_rv);
             for (k, dead) in &state.tombstones {
-                if entries.get(k).is_some_and(|e| e.rv <= *dead) {
-                    entries.remove(k);
+                if entries.get(&**k).is_some_and(|e| e.rv() <= *dead) {
+                    entries.remove(&**k);
                     for index in indexes.values_mut() {
                         index.remove(k);
                     }
                 }
             }
             state.entries = entries;
-            // Indexes registered while the list was being built are rebuilt here.
+            // Indexes registered while the list was being built are rebuilt below.
             let registered: Vec<(String, IndexFn<K>)> = state
                 .indexes
                 .iter()
@@ -437,10 +571,10 @@ impl<K: DeserializeOwned> Store<K> {
                 .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
                 .collect();
             state.indexes = indexes;
-            drop(state);
-            for (name, f) in registered {
-                self.add_index(&name, f);
-            }
+            registered
+        };
+        for (name, f) in registered {
+            self.add_index(&name, f);
         }
         self.mark_synced();
     }
@@ -476,6 +610,14 @@ mod tests {
             .and_then(|l| l.get("src").cloned())
             .into_iter()
             .collect()
+    }
+
+    #[test]
+    fn an_entry_is_found_by_its_key_and_keeps_its_version() {
+        let e = Entry::new("ns/a", 300, b"xyz");
+        assert_eq!((e.key(), e.rv(), e.packed()), ("ns/a", 300, &b"xyz"[..]));
+        let set: HashSet<Entry> = [e, Entry::new("b", 0, b"")].into_iter().collect();
+        assert!(set.contains("ns/a") && set.contains("b") && !set.contains("ns/b"));
     }
 
     #[test]
@@ -519,8 +661,9 @@ mod tests {
         assert_eq!(store.by_index("src", "y").len(), 1);
         store.delete("ns/b", 4, false);
         assert!(store.by_index("src", "x").is_empty());
-        let items = vec![store.pack(&cm("c", 9, "z")).expect("packs")];
-        store.replace(items, 9);
+        let mut list = ListBuffer::default();
+        list.push(store.listed(store.pack(&cm("c", 9, "z")).expect("packs")));
+        store.replace(list, 9);
         assert!(store.by_index("src", "y").is_empty());
         assert_eq!(
             store.keys_by_index("src", "z"),
@@ -534,13 +677,52 @@ mod tests {
         let store = Store::<ConfigMap>::new();
         store.apply(&store.pack(&cm("a", 12, "new")).expect("packs"));
         store.delete("ns/gone", 13, true);
-        let items = vec![
-            store.pack(&cm("a", 10, "old")).expect("packs"),
-            store.pack(&cm("gone", 9, "old")).expect("packs"),
-        ];
-        store.replace(items, 11);
+        let mut list = ListBuffer::default();
+        list.push(store.listed(store.pack(&cm("a", 10, "old")).expect("packs")));
+        list.push(store.listed(store.pack(&cm("gone", 9, "old")).expect("packs")));
+        store.replace(list, 11);
         let a = store.get(&ObjectKey::namespaced("ns", "a")).expect("kept");
         assert_eq!(a.metadata.resource_version.as_deref(), Some("12"));
         assert!(store.get(&ObjectKey::namespaced("ns", "gone")).is_none());
+    }
+
+    #[test]
+    fn random_applies_and_deletes_leave_exactly_the_newest_state_per_key() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let store = Store::<ConfigMap>::new();
+        store.add_index("src", Arc::new(by_src));
+        let mut truth: HashMap<String, (u64, String)> = HashMap::new();
+        for rv in 1..3000u64 {
+            let name = format!("k{}", rng.random_range(0..40));
+            if rng.random_bool(0.3) {
+                store.delete(&format!("ns/{name}"), rv, false);
+                truth.remove(&name);
+            } else {
+                let src = format!("s{}", rng.random_range(0..5));
+                store.apply(&store.pack(&cm(&name, rv, &src)).expect("packs"));
+                truth.insert(name, (rv, src));
+            }
+        }
+        assert_eq!(store.len(), truth.len());
+        let mut keys: Vec<String> = store.keys().iter().map(ToString::to_string).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), truth.len(), "no duplicates");
+        for (name, (rv, src)) in &truth {
+            let got = store
+                .get(&ObjectKey::namespaced("ns", name))
+                .expect("cached");
+            assert_eq!(got.metadata.resource_version, Some(rv.to_string()));
+            assert!(
+                store
+                    .keys_by_index("src", src)
+                    .contains(&ObjectKey::namespaced("ns", name))
+            );
+        }
+        let indexed: usize = (0..5)
+            .map(|i| store.keys_by_index("src", &format!("s{i}")).len())
+            .sum();
+        assert_eq!(indexed, truth.len(), "each key is indexed once");
     }
 }

@@ -39,6 +39,9 @@ pub enum Change<K> {
     /// An object was deleted; this is its last state.
     Deleted(Arc<K>),
     /// The subscriber must re-read the whole store (first event, after a relist, or after it fell behind).
+    ///
+    /// [`Store::keys`](crate::cache::Store::keys) is the cheap way to do so: it decodes
+    /// nothing, while `list` decodes every object.
     Resync,
 }
 

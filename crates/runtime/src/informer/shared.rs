@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::watcher::{Event, Watcher};
 use super::{Change, Error, InformerConfig};
-use crate::cache::{Entry, Outcome, Packed, Store};
+use crate::cache::{Entry, ListBuffer, Outcome, Packed, Store};
 
 /// The bounds every informed kind meets.
 pub trait Informable:
@@ -218,7 +218,7 @@ impl<K: Informable> SharedInformer<K> {
         let shared = &self.shared;
         let mut watcher = Watcher::new(shared.client.clone(), shared.config.clone(), self.store());
         let mut backoff = Backoff::new(shared.config.backoff.clone());
-        let mut buffer: Vec<Packed<K>> = Vec::new();
+        let mut buffer = ListBuffer::default();
         loop {
             let step = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -245,11 +245,15 @@ impl<K: Informable> SharedInformer<K> {
         subs.list.clear();
     }
 
-    fn handle(&self, event: Event<K>, buffer: &mut Vec<Packed<K>>, backoff: &mut Backoff) {
+    fn handle(&self, event: Event<K>, buffer: &mut ListBuffer, backoff: &mut Backoff) {
         let store = &self.shared.store;
         match event {
-            Event::Init => buffer.clear(),
-            Event::InitApply(items) => buffer.extend(items),
+            Event::Init => *buffer = ListBuffer::default(),
+            Event::InitApply(items) => {
+                for item in items {
+                    buffer.push(item);
+                }
+            }
             Event::InitDone { rv } => {
                 store.replace(std::mem::take(buffer), rv);
                 tracing::debug!(kind = %K::kind(&()), objects = store.len(), "informer synced");
@@ -262,7 +266,7 @@ impl<K: Informable> SharedInformer<K> {
                     Outcome::Changed(old) => old,
                     Outcome::Stale => None,
                 };
-                store.observed(packed.entry.rv);
+                store.observed(packed.entry.rv());
                 if self.has_subscribers() {
                     let old = old.and_then(|e| self.decode(&e));
                     let new = Arc::new(packed.obj);
@@ -273,8 +277,8 @@ impl<K: Informable> SharedInformer<K> {
                 }
             }
             Event::Deleted(packed) => {
-                store.delete(&packed.key, packed.entry.rv, false);
-                store.observed(packed.entry.rv);
+                store.delete(packed.entry.key(), packed.entry.rv(), false);
+                store.observed(packed.entry.rv());
                 let obj = Arc::new(packed.obj);
                 self.dispatch(|| Change::Deleted(Arc::clone(&obj)));
             }
@@ -399,7 +403,8 @@ impl Informers {
         }
     }
 
-    /// Waits until every informer created so far has swapped in its first list.
+    /// Waits until every informer created so far has swapped in its first list (forever if
+    /// [`Informers::start`] is never called).
     pub async fn wait_until_synced(&self) {
         let waits: Vec<BoxFuture<'static, ()>> = self.lock().synced.iter().map(|w| w()).collect();
         futures::future::join_all(waits).await;

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{Error, InformerConfig};
-use crate::cache::{Packed, Store, parse_rv};
+use crate::cache::{Listed, Packed, Store, parse_rv};
 
 type Lines = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 
@@ -74,7 +74,7 @@ pub(crate) enum Event<K> {
     /// A full list starts: buffer what follows.
     Init,
     /// Objects of the list being built.
-    InitApply(Vec<Packed<K>>),
+    InitApply(Vec<Listed>),
     /// The list is complete: swap it in.
     InitDone {
         /// The list's resourceVersion.
@@ -115,12 +115,99 @@ struct WatchLine {
     object: Value,
 }
 
-#[derive(serde::Deserialize)]
-struct ListPage {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<Value>,
+/// Parses a list page, packing each item as soon as it is parsed.
+struct PageSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+    items: &'a mut Vec<Listed>,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de, K> serde::de::DeserializeSeed<'de> for PageSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ListMeta;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ListMeta, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K> serde::de::Visitor<'de> for PageSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "metadata" => meta = map.next_value()?,
+                "items" => map.next_value_seed(ItemsSeed {
+                    ctx: self.ctx,
+                    items: &mut *self.items,
+                    failure: &mut *self.failure,
+                })?,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+struct ItemsSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+    items: &'a mut Vec<Listed>,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de, K> serde::de::DeserializeSeed<'de> for ItemsSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, K> serde::de::Visitor<'de> for ItemsSeed<'_, K>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if let Some(n) = seq.size_hint() {
+            self.items.reserve(n);
+        }
+        while let Some(item) = seq.next_element::<Value>()? {
+            if self.failure.is_some() {
+                continue;
+            }
+            match self.ctx.pack(item) {
+                Ok(packed) => self.items.push(self.ctx.store.listed(packed)),
+                Err(e) => *self.failure = Some(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -276,7 +363,7 @@ where
     async fn list_page(
         &self,
         continue_token: &Option<String>,
-    ) -> Result<(Vec<Packed<K>>, Option<String>, String), Error> {
+    ) -> Result<(Vec<Listed>, Option<String>, String), Error> {
         let mut lp = ListParams::default();
         lp.label_selector.clone_from(&self.config.label_selector);
         lp.field_selector.clone_from(&self.config.field_selector);
@@ -296,18 +383,24 @@ where
             .request_text(request)
             .await
             .map_err(Error::InitialListFailed)?;
-        let page: ListPage = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
-        drop(text);
-        let mut items = Vec::with_capacity(page.items.len());
-        for item in page.items {
-            items.push(self.pack(item)?);
+        // Pack each item as it is parsed, so a page never exists as a tree of values.
+        let mut items = Vec::new();
+        let mut failure = None;
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let meta = serde::de::DeserializeSeed::deserialize(
+            PageSeed {
+                ctx: self,
+                items: &mut items,
+                failure: &mut failure,
+            },
+            &mut de,
+        )
+        .map_err(|e| Error::Decode(Box::new(e)))?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-        let next = page.metadata.continue_token.filter(|c| !c.is_empty());
-        Ok((
-            items,
-            next,
-            page.metadata.resource_version.unwrap_or_default(),
-        ))
+        let next = meta.continue_token.filter(|c| !c.is_empty());
+        Ok((items, next, meta.resource_version.unwrap_or_default()))
     }
 
     async fn open_watch(&self, rv: &str) -> Result<Lines, Error> {
@@ -333,5 +426,196 @@ where
             .await
             .map_err(Error::WatchStartFailed)?;
         Ok(Box::pin(body.lines()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use futures::future::BoxFuture;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    /// Answers requests in order from a script of (status, body), recording each request's
+    /// path and query.
+    #[derive(Clone, Default)]
+    struct Script {
+        answers: Arc<Mutex<VecDeque<(u16, String)>>>,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl tower::Service<http::Request<kube::client::Body>> for Script {
+        type Response = http::Response<axum::body::Body>;
+        type Error = Box<dyn std::error::Error + Send + Sync>;
+        type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+            self.seen
+                .lock()
+                .expect("not poisoned")
+                .push(req.uri().to_string());
+            let answer = self.answers.lock().expect("not poisoned").pop_front();
+            Box::pin(async move {
+                let (status, body) = answer.ok_or("script exhausted")?;
+                Ok(http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(body))?)
+            })
+        }
+    }
+
+    fn cm(name: &str, rv: u64) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","managedFields":[{{"manager":"x"}}]}}}}"#
+        )
+    }
+
+    fn page(items: &[String], rv: u64, cont: Option<&str>) -> String {
+        let cont = cont.map_or(String::new(), |c| format!(r#","continue":"{c}""#));
+        format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"{cont}}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    fn gone() -> (u16, String) {
+        (
+            410,
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410,"message":"too old"}"#.into(),
+        )
+    }
+
+    fn watcher(script: &Script) -> Watcher<ConfigMap> {
+        let client = kube::Client::new(script.clone(), "default");
+        Watcher::new(client, InformerConfig::default().page_size(1), Store::new())
+    }
+
+    async fn events(w: &mut Watcher<ConfigMap>, n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match w.step().await {
+                Ok(Some(Event::Init)) => out.push("Init".to_string()),
+                Ok(Some(Event::InitApply(items))) => {
+                    out.push(format!("InitApply({})", items.len()))
+                }
+                Ok(Some(Event::InitDone { rv })) => out.push(format!("InitDone({rv})")),
+                Ok(Some(Event::Connected)) => out.push("Connected".to_string()),
+                Ok(Some(Event::Applied(p))) => out.push(format!("Applied({})", p.entry.key())),
+                Ok(Some(Event::Deleted(p))) => out.push(format!("Deleted({})", p.entry.key())),
+                Ok(Some(Event::Bookmark { rv })) => out.push(format!("Bookmark({rv})")),
+                Ok(None) => out.push(format!("-> {:?}", w.state())),
+                Err(e) => out.push(format!("Err({e})")),
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn an_expired_continue_token_restarts_the_list_from_scratch() {
+        let script = Script::default();
+        script.answers.lock().expect("not poisoned").extend([
+            (200, page(&[cm("a", 5)], 10, Some("tok"))),
+            gone(),
+            (200, page(&[cm("a", 5)], 12, Some("tok2"))),
+            (200, page(&[cm("b", 11)], 12, None)),
+        ]);
+        let mut w = watcher(&script);
+        let got = events(&mut w, 7).await;
+        assert_eq!(
+            got,
+            [
+                "Init",
+                "InitApply(1)",
+                "-> Empty",
+                "Init",
+                "InitApply(1)",
+                "InitApply(1)",
+                "InitDone(12)"
+            ]
+        );
+        let seen = script.seen.lock().expect("not poisoned").clone();
+        assert!(seen[1].contains("continue=tok"), "{seen:?}");
+        assert!(
+            !seen[2].contains("continue="),
+            "the relist starts over: {seen:?}"
+        );
+        assert!(seen.iter().all(|s| s.contains("limit=1")));
+    }
+
+    #[tokio::test]
+    async fn watch_events_bookmarks_and_a_410_error_event_drive_the_states() {
+        let script = Script::default();
+        let lines = [
+            format!(r#"{{"type":"ADDED","object":{}}}"#, cm("c", 13)),
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"20"}}}"#.to_string(),
+            format!(r#"{{"type":"DELETED","object":{}}}"#, cm("c", 21)),
+            r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410,"reason":"Expired","message":"too old"}}"#.to_string(),
+        ];
+        script.answers.lock().expect("not poisoned").extend([
+            (200, page(&[], 12, None)),
+            (200, lines.join("\n") + "\n"),
+            (200, page(&[cm("d", 30)], 30, None)),
+            (
+                500,
+                r#"{"kind":"Status","apiVersion":"v1","code":500,"message":"boom"}"#.into(),
+            ),
+            gone(),
+        ]);
+        let mut w = watcher(&script);
+        let got = events(&mut w, 16).await;
+        assert_eq!(
+            got,
+            [
+                "Init",
+                "InitApply(0)",
+                "InitDone(12)",
+                "Connected",
+                "Applied(ns/c)",
+                "Bookmark(20)",
+                "Deleted(ns/c)",
+                "-> Empty",
+                "Init",
+                "InitApply(1)",
+                "InitDone(30)",
+                "Err(starting the watch failed)",
+                "-> Empty",
+                "Init",
+                "Err(listing failed)",
+                "Err(listing failed)",
+            ]
+        );
+        let seen = script.seen.lock().expect("not poisoned").clone();
+        assert!(seen[1].contains("watch=true") && seen[1].contains("resourceVersion=12"));
+        assert!(seen[1].contains("allowWatchBookmarks=true"), "{seen:?}");
+        assert!(seen[3].contains("resourceVersion=30"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn managed_fields_are_dropped_before_caching() {
+        let script = Script::default();
+        script.answers.lock().expect("not poisoned").extend([
+            (200, page(&[], 5, None)),
+            (
+                200,
+                format!(r#"{{"type":"ADDED","object":{}}}"#, cm("a", 6)) + "\n",
+            ),
+        ]);
+        let mut w = watcher(&script);
+        for _ in 0..4 {
+            w.step().await.expect("scripted answers succeed");
+        }
+        match w.step().await {
+            Ok(Some(Event::Applied(p))) => assert!(p.obj.metadata.managed_fields.is_none()),
+            _ => panic!("expected the added object"),
+        }
     }
 }

@@ -1,0 +1,315 @@
+//! The informer cache suite: resident memory per cached ConfigMap in kore-runtime's store and
+//! in kube-runtime's `reflector` store holding the same objects, and the time from an
+//! informer's start to synced.
+//!
+//! Method: the parent serves ConfigMaps from an in-process kore-apiserver over plain HTTP on
+//! loopback. Each measurement runs in a fresh child process (this binary, re-executed with
+//! `KORE_BENCH_CACHE_CHILD` set) on a single-threaded runtime: it connects, warms the client
+//! with a one-object list, reads its own `VmRSS`, syncs a cache of one namespace, reads
+//! `VmRSS` again while holding the cache, and prints the difference. Both caches are measured
+//! the same way, with the same allocator, in the same run. The JSON size of an object is the
+//! length of the server's answer to a GET of it.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, PostParams};
+use serde::{Deserialize, Serialize};
+
+use crate::suite::{Row, Target};
+
+const CHILD_ENV: &str = "KORE_BENCH_CACHE_CHILD";
+
+/// The same glibc malloc settings for every child.
+const GLIBC_TUNABLES: &str =
+    "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1";
+
+/// Which cache a child fills.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+enum Cache {
+    Kore,
+    KubeRuntime,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildSpec {
+    cache: Cache,
+    url: String,
+    namespace: String,
+    objects: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildResult {
+    rss_delta: u64,
+    sync_ms: f64,
+    cached: usize,
+}
+
+/// Runs a child measurement if this process is one, or the whole suite when
+/// `KORE_BENCH_RUNTIME_CACHE=quick|full` is set (until `--suite` is wired); `main` calls this
+/// first.
+pub(crate) fn main_from_env() -> Option<anyhow::Result<()>> {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return Some(run_child(&spec));
+    }
+    if let Ok(mode) = std::env::var("KORE_BENCH_RUNTIME_CACHE") {
+        return Some((|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let rows = runtime.block_on(run(mode == "quick"))?;
+            for row in rows {
+                println!(
+                    "{} | kore {:.3} {} | peer {:?} | target {:?} | pass {:?}",
+                    row.measure,
+                    row.kore,
+                    row.unit,
+                    row.peer,
+                    row.target,
+                    row.pass()
+                );
+            }
+            Ok(())
+        })());
+    }
+    None
+}
+
+fn run_child(spec: &str) -> anyhow::Result<()> {
+    let spec: ChildSpec = serde_json::from_str(spec).context("parsing the child spec")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(child(spec))?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(())
+}
+
+fn rss() -> anyhow::Result<u64> {
+    crate::procs::rss_bytes(std::process::id())
+}
+
+async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
+    let config = kube::Config::new(spec.url.parse().context("parsing the server URL")?);
+    let client = kube::Client::try_from(config)?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &spec.namespace);
+    // Warm the connection and the client's allocations before the baseline.
+    api.list(&ListParams::default().limit(1)).await?;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = rss()?;
+    let started = Instant::now();
+    let (cached, sync_ms, after) = match spec.cache {
+        Cache::Kore => {
+            use kore_runtime::{InformerConfig, Informers};
+            let informers = Informers::new(client);
+            let informer =
+                informers.get::<ConfigMap>(InformerConfig::default().namespace(&spec.namespace));
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            informers.start(shutdown.clone());
+            informers.wait_until_synced().await;
+            let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let after = rss()?;
+            let cached = informer.store().len();
+            shutdown.cancel();
+            (cached, sync_ms, after)
+        }
+        Cache::KubeRuntime => {
+            use futures::StreamExt;
+            use kube::runtime::{WatchStreamExt, reflector, watcher};
+            let (reader, writer) = reflector::store::<ConfigMap>();
+            let stream = reflector(writer, watcher(api, watcher::Config::default()))
+                .applied_objects()
+                .boxed();
+            let task = tokio::spawn(async move {
+                let mut stream = stream;
+                while stream.next().await.is_some() {}
+            });
+            reader.wait_until_ready().await?;
+            let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let after = rss()?;
+            let cached = reader.state().len();
+            task.abort();
+            (cached, sync_ms, after)
+        }
+    };
+    anyhow::ensure!(
+        cached == spec.objects,
+        "{:?} cached {cached} of {} objects",
+        spec.cache,
+        spec.objects
+    );
+    Ok(ChildResult {
+        rss_delta: after.saturating_sub(before),
+        sync_ms,
+        cached,
+    })
+}
+
+async fn measure(spec: &ChildSpec) -> anyhow::Result<ChildResult> {
+    let exe = std::env::current_exe()?;
+    // The server runs on this runtime: wait for the child without blocking a worker.
+    let child = tokio::process::Command::new(exe)
+        .env(CHILD_ENV, serde_json::to_string(spec)?)
+        .env_remove("KORE_BENCH_RUNTIME_CACHE")
+        // Buffers of 64 KiB and more (list pages) are mapped on their own and unmapped when
+        // freed, so the RSS after sync is what the cache holds, not the list's high-water mark.
+        .env("GLIBC_TUNABLES", GLIBC_TUNABLES)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(300), child)
+        .await
+        .context("the cache child timed out")?
+        .context("running a cache child")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "cache child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout)?;
+    let line = stdout
+        .lines()
+        .last()
+        .context("no output from the cache child")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn configmap(ns: &str, name: &str, pad: usize) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some(ns.into());
+    cm.metadata.labels = Some([("app".to_string(), "bench".to_string())].into());
+    cm.data = Some([("payload".to_string(), "x".repeat(pad))].into());
+    cm
+}
+
+/// The padding that makes a stored ConfigMap's JSON `target` bytes long, and that length.
+async fn calibrate(
+    client: &kube::Client,
+    ns: &str,
+    target: usize,
+) -> anyhow::Result<(usize, usize)> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let probe = "probe-000000";
+    let json_len = |pad: usize| {
+        let api = api.clone();
+        async move {
+            let _ = api.delete(probe, &Default::default()).await;
+            api.create(&PostParams::default(), &configmap(ns, probe, pad))
+                .await?;
+            let req = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/configmaps"))
+                .get(probe, &Default::default())?;
+            let text = client.request_text(req).await?;
+            api.delete(probe, &Default::default()).await?;
+            anyhow::Ok(text.len())
+        }
+    };
+    let base = json_len(0).await?;
+    anyhow::ensure!(base <= target, "an empty ConfigMap is already {base} bytes");
+    let pad = target - base;
+    Ok((pad, json_len(pad).await?))
+}
+
+async fn fill(client: &kube::Client, ns: &str, n: usize, pad: usize) -> anyhow::Result<()> {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some(ns.into());
+    nss.create(&PostParams::default(), &namespace).await?;
+    let workers = 16;
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let ns = ns.to_string();
+        tasks.push(tokio::spawn(async move {
+            for i in (w..n).step_by(workers) {
+                api.create(
+                    &PostParams::default(),
+                    &configmap(&ns, &format!("cm-{i:06}"), pad),
+                )
+                .await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// Runs the suite; `quick` uses 1,000 and 5,000 objects instead of 10,000 and 100,000.
+pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
+    let env = kore_testenv::TestEnv::builder()
+        .tcp()
+        .insecure_http()
+        .start()
+        .await?;
+    let url = env.endpoint().context("a socket endpoint")?.url.clone();
+    let client = env.client();
+    let sizes: &[usize] = if quick {
+        &[1_000, 5_000]
+    } else {
+        &[10_000, 100_000]
+    };
+    let mut rows = Vec::new();
+    for (label, target) in [("352 B", 352usize), ("1.2 KB", 1_229)] {
+        let calib_ns = format!("calib-{target}");
+        {
+            let nss: Api<Namespace> = Api::all(client.clone());
+            let mut namespace = Namespace::default();
+            namespace.metadata.name = Some(calib_ns.clone());
+            nss.create(&PostParams::default(), &namespace).await?;
+        }
+        let (pad, json) = calibrate(&client, &calib_ns, target).await?;
+        for &n in sizes {
+            let ns = format!("cache-{target}-{n}");
+            eprintln!("kore-bench: runtime_cache: storing {n} ConfigMaps of {json} JSON bytes");
+            fill(&client, &ns, n, pad).await?;
+            eprintln!("kore-bench: runtime_cache: measuring kore-runtime's cache");
+            let spec = |cache| ChildSpec {
+                cache,
+                url: url.clone(),
+                namespace: ns.clone(),
+                objects: n,
+            };
+            let kore = measure(&spec(Cache::Kore)).await?;
+            eprintln!("kore-bench: runtime_cache: measuring kube-runtime's reflector");
+            let peer = measure(&spec(Cache::KubeRuntime)).await?;
+            let per = |r: &ChildResult| r.rss_delta as f64 / n as f64;
+            let note = format!(
+                "RSS delta of a fresh child process per cache, {n} objects of {json} JSON bytes each"
+            );
+            rows.push(Row {
+                measure: format!("cache bytes per ConfigMap ({label} JSON, {n} objects)"),
+                kore: per(&kore),
+                unit: "bytes/object".into(),
+                peer: Some(("kube-runtime reflector".into(), per(&peer))),
+                target: Some(Target::LeanerThanPeer(5.0)),
+                note: note.clone(),
+            });
+            rows.push(Row {
+                measure: format!("cache memory / JSON bytes ({label}, {n} objects)"),
+                kore: per(&kore) / json as f64,
+                unit: "x JSON".into(),
+                peer: Some(("kube-runtime reflector".into(), per(&peer) / json as f64)),
+                target: Some(Target::AtMost(1.0)),
+                note,
+            });
+            if n == *sizes.last().unwrap_or(&n) && target == 352 {
+                rows.push(Row {
+                    measure: format!("informer start to synced ({n} ConfigMaps)"),
+                    kore: kore.sync_ms,
+                    unit: "ms".into(),
+                    peer: Some(("kube-runtime reflector".into(), peer.sync_ms)),
+                    target: Some(Target::Below(5_000.0)),
+                    note: "list in pages of 500 over HTTP on loopback from kore-apiserver".into(),
+                });
+            }
+        }
+    }
+    env.stop().await;
+    Ok(rows)
+}
