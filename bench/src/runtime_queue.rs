@@ -35,6 +35,7 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     let (objects, rounds) = if quick { (200, 5) } else { (2_000, 50) };
     let mut rows = Vec::new();
 
+    eprintln!("kore-bench: workqueue, {items} u64 keys");
     let int_keys = queue_items_per_sec((0..items).collect()).await?;
     rows.push(Row {
         measure: "workqueue items/s (1 producer, 2 workers, u64 keys)".into(),
@@ -59,11 +60,14 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         ),
     });
 
+    eprintln!("kore-bench: {objects} ConfigMaps, {rounds} rounds of no-op reconciles");
     let env = kore_testenv::TestEnv::start().await?;
     create_objects(&env.client(), objects).await?;
-    let kube_rate = kube_runtime_reconciles(env.client(), objects, rounds).await?;
-    let kore_rate = kore_reconciles(env.client(), objects, rounds, false).await?;
-    let kore_reading = kore_reconciles(env.client(), objects, rounds, true).await?;
+    eprintln!("kore-bench: kube-runtime Controller");
+    let kube_rate = within(kube_runtime_reconciles(env.client(), objects, rounds)).await?;
+    eprintln!("kore-bench: kore Controller");
+    let kore_rate = within(kore_reconciles(env.client(), objects, rounds, false)).await?;
+    let kore_reading = within(kore_reconciles(env.client(), objects, rounds, true)).await?;
     let note = format!("{objects} cached ConfigMaps × {rounds} rounds, 2 kore workers");
     rows.push(Row {
         measure: "no-op reconciles/s, objects cached".into(),
@@ -84,6 +88,13 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         ),
     });
     Ok(rows)
+}
+
+/// Fails a measurement that hangs instead of hanging the suite.
+async fn within<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::time::timeout(Duration::from_secs(300), f)
+        .await
+        .map_err(|_| anyhow::anyhow!("the measurement did not finish within 300 s"))?
 }
 
 /// Items per second through a queue: one producer thread, two worker tasks.
@@ -244,9 +255,19 @@ async fn kube_runtime_reconciles(
                 |_obj, _err: &Infallible, _ctx| controller::Action::await_change(),
                 counter.clone(),
             )
-            .for_each(|_| futures::future::ready(())),
+            .for_each(|result| {
+                if let Err(e) = result {
+                    eprintln!("kore-bench: kube-runtime controller: {e}");
+                }
+                futures::future::ready(())
+            }),
     );
-    store.wait_until_ready().await?;
+    let synced = tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready()).await;
+    anyhow::ensure!(
+        matches!(synced, Ok(Ok(()))),
+        "kube-runtime's cache did not sync within 60 s ({} objects)",
+        store.state().len()
+    );
     let objects = objects as u64;
     counter.wait_for(objects).await;
     let started = Instant::now();

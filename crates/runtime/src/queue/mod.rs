@@ -846,6 +846,45 @@ mod tests {
         assert!(handled <= 20_000, "no key ran more often than it was added");
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_producer_thread_and_two_workers_settle_every_key() {
+        let n = 200_000u64;
+        let q: Queue<u64> = Queue::new(QueueConfig::default());
+        let settled = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..2 {
+            let (q, settled) = (q.clone(), settled.clone());
+            workers.push(tokio::spawn(async move {
+                while let Some(guard) = q.next().await {
+                    drop(guard);
+                    settled.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        let producer = {
+            let q = q.clone();
+            std::thread::spawn(move || (0..n).for_each(|k| q.add(k)))
+        };
+        producer.join().expect("the producer did not panic");
+        let all = tokio::time::timeout(Duration::from_secs(60), async {
+            while settled.load(Ordering::SeqCst) < n as usize {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(
+            all.is_ok(),
+            "settled {} of {n}; {:?}; parked {}",
+            settled.load(Ordering::SeqCst),
+            q,
+            q.inner.parked.load(Ordering::SeqCst)
+        );
+        q.shutdown();
+        for w in workers {
+            w.await.expect("worker did not panic");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn add_after_keeps_the_earliest_deadline() {
         let q = queue();
