@@ -198,8 +198,7 @@ impl Entry {
 
 impl<K: Clone + Eq + Hash> State<K> {
     /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
-    /// Returns whether `ready` went from empty to non-empty (so a parked worker should wake;
-    /// keys added behind it are passed on by the worker that takes the first one).
+    /// Returns whether the key went into `ready` (so a parked worker should wake).
     fn add(&mut self, key: K, now: Option<Instant>, metrics: Option<&QueueMetrics>) -> bool {
         if self.shut_down {
             return false;
@@ -220,7 +219,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                     return false;
                 }
                 self.ready.push_back(key);
-                self.ready.len() == 1
+                true
             }
             hash_map::Entry::Vacant(v) => {
                 count_add(metrics);
@@ -230,7 +229,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                     queued_at: now,
                     ..Entry::default()
                 });
-                self.ready.len() == 1
+                true
             }
         }
     }
@@ -296,13 +295,12 @@ impl<K: Clone + Eq + Hash> State<K> {
         Some((key, started))
     }
 
-    /// Settles a handed-out key. Returns what a retry did and whether `ready` went from empty
-    /// to non-empty.
+    /// Settles a handed-out key. Returns what a retry did and whether the key went back into
+    /// `ready`.
     fn settle(&mut self, key: K, how: Settle, metrics: Option<&QueueMetrics>) -> (Retry, bool) {
         if let Settle::Done = how {
             return (Retry::After(Duration::ZERO), self.settle_done(key));
         }
-        let was_empty = self.ready.is_empty();
         let now = Instant::now();
         let max_retries = self.max_retries;
         let shut_down = self.shut_down;
@@ -347,17 +345,19 @@ impl<K: Clone + Eq + Hash> State<K> {
                 Retry::After(delay)
             }
         };
-        if entry.queued && !shut_down {
+        let requeue = entry.queued && !shut_down;
+        if requeue {
             self.ready.push_back(key.clone());
         }
         match schedule {
             Some(delay) if !delay.is_zero() => self.add_at(key, now + delay.min(MAX_DELAY)),
             Some(_) => {
-                self.add(key, metrics.map(|_| now), metrics);
+                let woke = self.add(key, metrics.map(|_| now), metrics);
+                return (outcome, requeue || woke);
             }
             None => self.remove_if_idle(&key),
         }
-        (outcome, was_empty && !self.ready.is_empty())
+        (outcome, requeue)
     }
 
     /// The common case of [`settle`](Self::settle), with one hash lookup.
@@ -372,7 +372,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         self.processing -= 1;
         if entry.queued && !self.shut_down {
             self.ready.push_back(o.key().clone());
-            return self.ready.len() == 1;
+            return true;
         }
         if entry.is_idle() {
             o.remove();
@@ -434,18 +434,16 @@ where
         let shut_down = {
             let mut state = self.lock();
             let now = self.metrics.as_ref().map(|_| Instant::now());
-            let was_empty = state.ready.is_empty();
             while let Poll::Ready(Some(expired)) = state.delayed.poll_expired(cx) {
                 let key = expired.into_inner();
                 if let Some(entry) = state.entries.get_mut(&key) {
                     entry.delay = None;
                 }
-                if !state.add(key.clone(), now, self.metrics.as_ref()) {
+                if state.add(key.clone(), now, self.metrics.as_ref()) {
+                    woke += 1;
+                } else {
                     state.remove_if_idle(&key);
                 }
-            }
-            if was_empty && !state.ready.is_empty() {
-                woke = 1;
             }
             state.shut_down
         };
@@ -572,13 +570,7 @@ where
             return Some(None);
         }
         let (key, started) = state.pop(self.inner.metrics.as_ref())?;
-        let more = !state.ready.is_empty();
         drop(state);
-        if more {
-            // Adds wake a worker only when `ready` was empty; whoever takes a key from a
-            // longer queue passes the wake-up on.
-            self.inner.wake(1);
-        }
         Some(Some(Guard {
             queue: self.clone(),
             key: Some(key),
