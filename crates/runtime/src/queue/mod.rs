@@ -513,6 +513,23 @@ where
         }
     }
 
+    /// Adds every key of `keys` under one lock acquisition (a resync enqueueing a whole cache).
+    /// Each key behaves as with [`add`](Self::add). The lock is held while `keys` is iterated,
+    /// so pass keys that are already at hand, not an iterator that waits or computes much.
+    pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
+        let now = self.inner.metrics.as_ref().map(|_| Instant::now());
+        let mut woke = 0;
+        {
+            let mut state = self.inner.lock();
+            for key in keys {
+                if state.add(key, now, self.inner.metrics.as_ref()) {
+                    woke += 1;
+                }
+            }
+        }
+        self.inner.wake(woke);
+    }
+
     /// Adds `key` after `delay`. If the key already waits for a delay, the earlier deadline
     /// wins. A zero delay adds at once. Quarantined keys are ignored.
     pub fn add_after(&self, key: K, delay: Duration) {
@@ -636,6 +653,39 @@ where
             .is_some_and(|e| e.quarantined)
     }
 
+    /// Settles `key` as done and pops the next key under the same lock. Returns
+    /// `Some(Some(guard))`, `Some(None)` when shut down, or `None` when nothing is ready.
+    fn settle_done_and_pop(&self, key: K, started: Option<Instant>) -> Option<Option<Guard<K>>> {
+        let metrics = self.inner.metrics.as_ref();
+        let (popped, shut_down, idle) = {
+            let mut state = self.inner.lock();
+            // If the key went back into `ready`, this worker takes a key at once, so the
+            // push needs no wake-up: every key still queued had one when it was added.
+            state.settle_done(key);
+            let popped = state.pop(metrics);
+            (
+                popped,
+                state.shut_down,
+                state.shut_down && state.processing == 0,
+            )
+        };
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+        if let (Some(m), Some(started)) = (metrics, started) {
+            m.work_duration.observe(started.elapsed().as_secs_f64());
+        }
+        if shut_down {
+            return Some(None);
+        }
+        let (key, started) = popped?;
+        Some(Some(Guard {
+            queue: self.clone(),
+            key: Some(key),
+            started,
+        }))
+    }
+
     fn settle(&self, key: K, how: Settle, started: Option<Instant>) -> Retry {
         let metrics = self.inner.metrics.as_ref();
         let (outcome, woke, idle) = {
@@ -713,6 +763,21 @@ where
         self.settle(Settle::Done);
     }
 
+    /// Settles the key as a success and takes the next one, with one lock acquisition instead
+    /// of two (a worker loop's hot path). Waits like [`Queue::next`] when nothing is ready.
+    pub async fn done_and_next(mut self) -> Option<Guard<K>> {
+        let queue = self.queue.clone();
+        let Some(key) = self.key.take() else {
+            return queue.next().await;
+        };
+        let started = self.started;
+        drop(self);
+        match queue.settle_done_and_pop(key, started) {
+            Some(next) => next,
+            None => queue.next().await,
+        }
+    }
+
     /// Settles the key as a failure: it is added again after the larger of its backoff and the
     /// global token bucket's delay, or quarantined if it is out of retries.
     pub fn retry(mut self) -> Retry {
@@ -773,6 +838,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn add_all_collapses_duplicates_like_single_adds() {
+        let q = queue();
+        q.add("b");
+        q.add_all(["a", "b", "a", "c"]);
+        assert_eq!(drain_now(&q), vec!["b", "a", "c"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn add_all_wakes_parked_workers() {
+        let q: Queue<u32> = Queue::new(QueueConfig::default());
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.next().await.map(|g| *g.key()) })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        q.add_all([1, 2]);
+        let mut got = Vec::new();
+        for w in workers {
+            let key = tokio::time::timeout(Duration::from_secs(5), w).await;
+            got.push(key.expect("woken").expect("no panic").expect("a key"));
+        }
+        got.sort_unstable();
+        assert_eq!(got, vec![1, 2]);
+    }
+
+    #[tokio::test]
     async fn a_held_key_is_not_handed_out_again_until_it_settles() {
         let q = queue();
         q.add("a");
@@ -785,6 +878,36 @@ mod tests {
         drop(guard);
         let again = q.next().await.expect("the re-added key");
         assert_eq!(*again.key(), "a");
+    }
+
+    #[tokio::test]
+    async fn done_and_next_settles_and_hands_out_in_order() {
+        let q = queue();
+        q.add("a");
+        q.add("b");
+        let a = q.next().await.expect("a");
+        q.add("a");
+        let b = a.done_and_next().await.expect("b");
+        assert_eq!(*b.key(), "b");
+        let a_again = b.done_and_next().await.expect("a, re-added while held");
+        assert_eq!(*a_again.key(), "a");
+        q.shutdown();
+        assert!(a_again.done_and_next().await.is_none());
+        assert_eq!(q.processing(), 0);
+        assert_eq!(q.inner.lock().entries.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn done_and_next_waits_when_nothing_is_ready() {
+        let q = queue();
+        q.add("a");
+        let a = q.next().await.expect("a");
+        let waiting = tokio::spawn(a.done_and_next());
+        tokio::task::yield_now().await;
+        q.add("b");
+        let b = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        let b = b.expect("woken").expect("no panic").expect("b");
+        assert_eq!(*b.key(), "b");
     }
 
     #[tokio::test]
