@@ -934,16 +934,23 @@ mod tests {
         let held = Arc::new(Mutex::new(HashSet::new()));
         let handled = Arc::new(AtomicUsize::new(0));
         let mut workers = Vec::new();
-        for _ in 0..8 {
+        for worker in 0..8 {
             let (q, held, handled) = (q.clone(), held.clone(), handled.clone());
             workers.push(tokio::spawn(async move {
-                while let Some(guard) = q.next().await {
+                let mut next = q.next().await;
+                while let Some(guard) = next {
                     let key = *guard.key();
                     assert!(held.lock().expect("lock").insert(key), "{key} held twice");
                     tokio::task::yield_now().await;
                     assert!(held.lock().expect("lock").remove(&key));
                     handled.fetch_add(1, Ordering::SeqCst);
-                    drop(guard);
+                    // Half the workers settle and take the next key in one step.
+                    next = if worker % 2 == 0 {
+                        guard.done_and_next().await
+                    } else {
+                        drop(guard);
+                        q.next().await
+                    };
                 }
             }));
         }
