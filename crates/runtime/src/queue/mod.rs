@@ -159,9 +159,13 @@ struct Inner<K> {
 /// - a key is in `ready` exactly when its entry is `queued && !processing`;
 /// - `processing` counts the entries with `processing` set;
 /// - an entry with nothing to remember (see [`Entry::is_idle`]) is removed.
+///
+/// The entry map uses foldhash (hashbrown's default hasher, randomly seeded) rather
+/// than SipHash: every add, hand-out and settle hashes the key once, and keys are object names,
+/// which the cluster's users choose but cannot make collide without knowing the seed.
 struct State<K> {
     ready: VecDeque<K>,
-    entries: HashMap<K, Entry>,
+    entries: HashMap<K, Entry, foldhash::fast::RandomState>,
     delayed: DelayQueue<K>,
     processing: usize,
     shut_down: bool,
@@ -485,7 +489,7 @@ where
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
-                entries: HashMap::new(),
+                entries: HashMap::default(),
                 delayed: DelayQueue::new(),
                 processing: 0,
                 shut_down: false,
