@@ -4,7 +4,8 @@
 //! - **Workqueue items/s**: one producer thread adds distinct keys as fast as it can while two
 //!   workers take and settle them; the clock stops when the last key is settled. The queue has
 //!   a token bucket so generous that it never delays, so the queue itself is measured. Keys are
-//!   made before the clock starts.
+//!   made before the clock starts. Workers settle each key and take the next with
+//!   `Guard::done_and_next`, as controller workers do.
 //! - **No-op reconciles/s**: objects are created in an in-process kore-apiserver, both
 //!   controllers list them into their caches, then every cached key is enqueued, round after
 //!   round, and the clock stops when the last reconcile of the last round returns. kore enqueues
@@ -35,7 +36,8 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     let (objects, rounds) = if quick { (200, 5) } else { (2_000, 50) };
     let mut rows = Vec::new();
 
-    let int_keys = queue_items_per_sec((0..items).collect()).await?;
+    eprintln!("kore-bench: workqueue, {items} u64 keys");
+    let int_keys = queue_items_per_sec((0..items).collect(), 1).await?;
     rows.push(Row {
         measure: "workqueue items/s (1 producer, 2 workers, u64 keys)".into(),
         kore: int_keys,
@@ -49,7 +51,7 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         .collect();
     rows.push(Row {
         measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
-        kore: queue_items_per_sec(object_keys).await?,
+        kore: queue_items_per_sec(object_keys, 1).await?,
         unit: "items/s".into(),
         peer: None,
         target: None,
@@ -59,11 +61,23 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         ),
     });
 
+    rows.push(Row {
+        measure: "workqueue items/s (1 producer adding batches of 256, 2 workers, u64 keys)".into(),
+        kore: queue_items_per_sec((0..items).collect(), 256).await?,
+        unit: "items/s".into(),
+        peer: None,
+        target: None,
+        note: format!("{items} distinct keys; Queue::add_all, as a resync enqueues; no metrics"),
+    });
+
+    eprintln!("kore-bench: {objects} ConfigMaps, {rounds} rounds of no-op reconciles");
     let env = kore_testenv::TestEnv::start().await?;
     create_objects(&env.client(), objects).await?;
-    let kube_rate = kube_runtime_reconciles(env.client(), objects, rounds).await?;
-    let kore_rate = kore_reconciles(env.client(), objects, rounds, false).await?;
-    let kore_reading = kore_reconciles(env.client(), objects, rounds, true).await?;
+    eprintln!("kore-bench: kube-runtime Controller");
+    let kube_rate = within(kube_runtime_reconciles(env.client(), objects, rounds)).await?;
+    eprintln!("kore-bench: kore Controller");
+    let kore_rate = within(kore_reconciles(env.client(), objects, rounds, false)).await?;
+    let kore_reading = within(kore_reconciles(env.client(), objects, rounds, true)).await?;
     let note = format!("{objects} cached ConfigMaps × {rounds} rounds, 2 kore workers");
     rows.push(Row {
         measure: "no-op reconciles/s, objects cached".into(),
@@ -86,8 +100,16 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Items per second through a queue: one producer thread, two worker tasks.
-async fn queue_items_per_sec<K>(keys: Vec<K>) -> anyhow::Result<f64>
+/// Fails a measurement that hangs instead of hanging the suite.
+async fn within<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::time::timeout(Duration::from_secs(300), f)
+        .await
+        .map_err(|_| anyhow::anyhow!("the measurement did not finish within 300 s"))?
+}
+
+/// Items per second through a queue: one producer thread (adding `batch` keys at a time),
+/// two worker tasks.
+async fn queue_items_per_sec<K>(keys: Vec<K>, batch: usize) -> anyhow::Result<f64>
 where
     K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
 {
@@ -100,11 +122,12 @@ where
     for _ in 0..2 {
         let (queue, settled, finished) = (queue.clone(), settled.clone(), finished.clone());
         workers.push(tokio::spawn(async move {
-            while let Some(guard) = queue.next().await {
-                drop(guard);
+            let mut next = queue.next().await;
+            while let Some(guard) = next {
                 if settled.fetch_add(1, Ordering::Relaxed) + 1 == n {
                     finished.notify_one();
                 }
+                next = guard.done_and_next().await;
             }
         }));
     }
@@ -112,8 +135,19 @@ where
     let producer = {
         let queue = queue.clone();
         std::thread::spawn(move || {
-            for key in keys {
-                queue.add(key);
+            if batch <= 1 {
+                for key in keys {
+                    queue.add(key);
+                }
+                return;
+            }
+            let mut keys = keys.into_iter();
+            loop {
+                let chunk: Vec<K> = keys.by_ref().take(batch).collect();
+                if chunk.is_empty() {
+                    break;
+                }
+                queue.add_all(chunk);
             }
         })
     };
@@ -209,9 +243,7 @@ async fn kore_reconciles(
     counter.wait_for(objects).await;
     let started = Instant::now();
     for round in 1..=rounds as u64 {
-        for key in store.keys() {
-            queue.add(key);
-        }
+        queue.add_all(store.keys());
         counter.wait_for(objects * (round + 1)).await;
     }
     let elapsed = started.elapsed();
@@ -244,9 +276,19 @@ async fn kube_runtime_reconciles(
                 |_obj, _err: &Infallible, _ctx| controller::Action::await_change(),
                 counter.clone(),
             )
-            .for_each(|_| futures::future::ready(())),
+            .for_each(|result| {
+                if let Err(e) = result {
+                    eprintln!("kore-bench: kube-runtime controller: {e}");
+                }
+                futures::future::ready(())
+            }),
     );
-    store.wait_until_ready().await?;
+    let synced = tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready()).await;
+    anyhow::ensure!(
+        matches!(synced, Ok(Ok(()))),
+        "kube-runtime's cache did not sync within 60 s ({} objects)",
+        store.state().len()
+    );
     let objects = objects as u64;
     counter.wait_for(objects).await;
     let started = Instant::now();

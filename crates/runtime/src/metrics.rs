@@ -2,7 +2,7 @@
 //! existing dashboards and alerts work unchanged.
 //!
 //! One [`Metrics`] holds every family. Register it once into the manager's
-//! [`Registry`](prometheus_client::registry::Registry) with [`Metrics::register`], then hand
+//! [`prometheus_client::registry::Registry`] with [`Metrics::register`], then hand
 //! clones to controllers (they are cheap: each family is shared behind an `Arc`). A controller
 //! takes its per-name handles ([`ControllerMetrics`], [`QueueMetrics`]) once when it is built,
 //! so the hot path touches only atomics, never the families' label maps.

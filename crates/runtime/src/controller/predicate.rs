@@ -8,13 +8,16 @@
 //!
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use kore_runtime::controller::predicate::{self, Predicate};
+//! use kore_runtime::controller::predicate::{self, Event, Predicate};
 //!
 //! // Spec or label changes, but never objects labelled `skip=true`.
-//! let p: Predicate<Deployment> = predicate::generation_changed()
+//! let not_skipped = Predicate::new(|e: &Event<'_, Deployment>| {
+//!     let labels = e.object().metadata.labels.as_ref();
+//!     labels.is_none_or(|l| l.get("skip").map(String::as_str) != Some("true"))
+//! });
+//! let p = predicate::generation_changed()
 //!     .or(predicate::labels_changed())
-//!     .and(Predicate::new(|e| e.object().metadata.labels.as_ref()
-//!         .is_none_or(|l| l.get("skip").map(String::as_str) != Some("true"))));
+//!     .and(not_skipped);
 //! # let _ = p;
 //! ```
 

@@ -123,11 +123,7 @@ fn resync_primary<K: Informable>(
                 }
             }
         }
-        _ => {
-            for key in store.keys() {
-                queue.add(key);
-            }
-        }
+        _ => queue.add_all(store.keys()),
     }
 }
 

@@ -11,12 +11,12 @@ use kube::api::{ObjectMeta, PostParams};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::reconciler::{ReconcileError, Reconciler, Request};
+use super::reconciler::{Action, ReconcileError, Reconciler, Request};
 use super::source::Tombstones;
 use crate::cache::{ObjectKey, Store};
 use crate::informer::Informable;
 use crate::metrics::{ControllerMetrics, ReconcileResult};
-use crate::queue::{Queue, Retry};
+use crate::queue::{Guard, Queue, Retry};
 
 /// The reason of the Warning event recorded when a key is quarantined.
 pub const REASON_QUARANTINED: &str = "ReconcileQuarantined";
@@ -39,7 +39,8 @@ where
     R: Reconciler<K>,
 {
     let mut scratch = String::new();
-    while let Some(guard) = shared.queue.next().await {
+    let mut next = shared.queue.next().await;
+    while let Some(guard) = next {
         let key = guard.key().clone();
         let request = if is_cached(&shared.store, &key, &mut scratch) {
             Request::present(key, shared.store.clone())
@@ -60,41 +61,67 @@ where
             .await;
         shared.metrics.time.observe(started.elapsed().as_secs_f64());
         shared.metrics.active_workers.dec();
-        let _entered = span.enter();
-        match outcome {
-            Ok(Ok(action)) => match action.requeue_delay() {
-                Some(delay) => {
-                    shared.metrics.record(ReconcileResult::RequeueAfter, false);
-                    guard.retry_after(delay);
-                }
-                None => {
-                    shared.metrics.record(ReconcileResult::Success, false);
-                    guard.done();
-                }
-            },
-            Ok(Err(ReconcileError::Terminal(error))) => {
-                shared.metrics.record(ReconcileResult::Error, true);
-                tracing::error!(error = %error, "reconcile failed terminally; not retrying");
-                guard.done();
+        // A success settles together with taking the next key (one lock, not two); every
+        // other outcome settles here.
+        let succeeded = {
+            let _entered = span.enter();
+            settle(&shared, guard, outcome)
+        };
+        next = match succeeded {
+            Some(guard) => guard.done_and_next().await,
+            None => shared.queue.next().await,
+        };
+    }
+}
+
+/// Records a reconcile's outcome and settles its key, except after a plain success: then the
+/// guard is returned for the caller to settle.
+fn settle<K, R>(
+    shared: &Shared<K, R>,
+    guard: Guard<ObjectKey>,
+    outcome: std::thread::Result<Result<Action, ReconcileError<R::Error>>>,
+) -> Option<Guard<ObjectKey>>
+where
+    K: Informable,
+    R: Reconciler<K>,
+{
+    match outcome {
+        Ok(Ok(action)) => match action.requeue_delay() {
+            Some(delay) => {
+                shared.metrics.record(ReconcileResult::RequeueAfter, false);
+                guard.retry_after(delay);
+                None
             }
-            Ok(Err(ReconcileError::Retry(error))) => {
-                shared.metrics.record(ReconcileResult::Error, false);
-                let key = guard.key().clone();
-                let retry = guard.retry();
-                tracing::warn!(error = %error, ?retry, "reconcile failed");
-                if retry == Retry::Quarantined {
-                    quarantined(&shared, key, &error.to_string());
-                }
+            None => {
+                shared.metrics.record(ReconcileResult::Success, false);
+                Some(guard)
             }
-            Err(_panic) => {
-                shared.metrics.record(ReconcileResult::Error, false);
-                let key = guard.key().clone();
-                let retry = guard.retry();
-                tracing::error!(?retry, "reconcile panicked");
-                if retry == Retry::Quarantined {
-                    quarantined(&shared, key, "the reconciler panicked");
-                }
+        },
+        Ok(Err(ReconcileError::Terminal(error))) => {
+            shared.metrics.record(ReconcileResult::Error, true);
+            tracing::error!(error = %error, "reconcile failed terminally; not retrying");
+            guard.done();
+            None
+        }
+        Ok(Err(ReconcileError::Retry(error))) => {
+            shared.metrics.record(ReconcileResult::Error, false);
+            let key = guard.key().clone();
+            let retry = guard.retry();
+            tracing::warn!(error = %error, ?retry, "reconcile failed");
+            if retry == Retry::Quarantined {
+                quarantined(shared, key, &error.to_string());
             }
+            None
+        }
+        Err(_panic) => {
+            shared.metrics.record(ReconcileResult::Error, false);
+            let key = guard.key().clone();
+            let retry = guard.retry();
+            tracing::error!(?retry, "reconcile panicked");
+            if retry == Retry::Quarantined {
+                quarantined(shared, key, "the reconciler panicked");
+            }
+            None
         }
     }
 }

@@ -159,9 +159,13 @@ struct Inner<K> {
 /// - a key is in `ready` exactly when its entry is `queued && !processing`;
 /// - `processing` counts the entries with `processing` set;
 /// - an entry with nothing to remember (see [`Entry::is_idle`]) is removed.
+///
+/// The entry map uses foldhash (hashbrown's default hasher, randomly seeded) rather
+/// than SipHash: every add, hand-out and settle hashes the key once, and keys are object names,
+/// which the cluster's users choose but cannot make collide without knowing the seed.
 struct State<K> {
     ready: VecDeque<K>,
-    entries: HashMap<K, Entry>,
+    entries: HashMap<K, Entry, foldhash::fast::RandomState>,
     delayed: DelayQueue<K>,
     processing: usize,
     shut_down: bool,
@@ -485,7 +489,7 @@ where
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
-                entries: HashMap::new(),
+                entries: HashMap::default(),
                 delayed: DelayQueue::new(),
                 processing: 0,
                 shut_down: false,
@@ -511,6 +515,23 @@ where
         if woke {
             self.inner.wake(1);
         }
+    }
+
+    /// Adds every key of `keys` under one lock acquisition (a resync enqueueing a whole cache).
+    /// Each key behaves as with [`add`](Self::add). The lock is held while `keys` is iterated,
+    /// so pass keys that are already at hand, not an iterator that waits or computes much.
+    pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
+        let now = self.inner.metrics.as_ref().map(|_| Instant::now());
+        let mut woke = 0;
+        {
+            let mut state = self.inner.lock();
+            for key in keys {
+                if state.add(key, now, self.inner.metrics.as_ref()) {
+                    woke += 1;
+                }
+            }
+        }
+        self.inner.wake(woke);
     }
 
     /// Adds `key` after `delay`. If the key already waits for a delay, the earlier deadline
@@ -636,6 +657,39 @@ where
             .is_some_and(|e| e.quarantined)
     }
 
+    /// Settles `key` as done and pops the next key under the same lock. Returns
+    /// `Some(Some(guard))`, `Some(None)` when shut down, or `None` when nothing is ready.
+    fn settle_done_and_pop(&self, key: K, started: Option<Instant>) -> Option<Option<Guard<K>>> {
+        let metrics = self.inner.metrics.as_ref();
+        let (popped, shut_down, idle) = {
+            let mut state = self.inner.lock();
+            // If the key went back into `ready`, this worker takes a key at once, so the
+            // push needs no wake-up: every key still queued had one when it was added.
+            state.settle_done(key);
+            let popped = state.pop(metrics);
+            (
+                popped,
+                state.shut_down,
+                state.shut_down && state.processing == 0,
+            )
+        };
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+        if let (Some(m), Some(started)) = (metrics, started) {
+            m.work_duration.observe(started.elapsed().as_secs_f64());
+        }
+        if shut_down {
+            return Some(None);
+        }
+        let (key, started) = popped?;
+        Some(Some(Guard {
+            queue: self.clone(),
+            key: Some(key),
+            started,
+        }))
+    }
+
     fn settle(&self, key: K, how: Settle, started: Option<Instant>) -> Retry {
         let metrics = self.inner.metrics.as_ref();
         let (outcome, woke, idle) = {
@@ -713,6 +767,21 @@ where
         self.settle(Settle::Done);
     }
 
+    /// Settles the key as a success and takes the next one, with one lock acquisition instead
+    /// of two (a worker loop's hot path). Waits like [`Queue::next`] when nothing is ready.
+    pub async fn done_and_next(mut self) -> Option<Guard<K>> {
+        let queue = self.queue.clone();
+        let Some(key) = self.key.take() else {
+            return queue.next().await;
+        };
+        let started = self.started;
+        drop(self);
+        match queue.settle_done_and_pop(key, started) {
+            Some(next) => next,
+            None => queue.next().await,
+        }
+    }
+
     /// Settles the key as a failure: it is added again after the larger of its backoff and the
     /// global token bucket's delay, or quarantined if it is out of retries.
     pub fn retry(mut self) -> Retry {
@@ -773,6 +842,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn add_all_collapses_duplicates_like_single_adds() {
+        let q = queue();
+        q.add("b");
+        q.add_all(["a", "b", "a", "c"]);
+        assert_eq!(drain_now(&q), vec!["b", "a", "c"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn add_all_wakes_parked_workers() {
+        let q: Queue<u32> = Queue::new(QueueConfig::default());
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.next().await.map(|g| *g.key()) })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        q.add_all([1, 2]);
+        let mut got = Vec::new();
+        for w in workers {
+            let key = tokio::time::timeout(Duration::from_secs(5), w).await;
+            got.push(key.expect("woken").expect("no panic").expect("a key"));
+        }
+        got.sort_unstable();
+        assert_eq!(got, vec![1, 2]);
+    }
+
+    #[tokio::test]
     async fn a_held_key_is_not_handed_out_again_until_it_settles() {
         let q = queue();
         q.add("a");
@@ -785,6 +882,36 @@ mod tests {
         drop(guard);
         let again = q.next().await.expect("the re-added key");
         assert_eq!(*again.key(), "a");
+    }
+
+    #[tokio::test]
+    async fn done_and_next_settles_and_hands_out_in_order() {
+        let q = queue();
+        q.add("a");
+        q.add("b");
+        let a = q.next().await.expect("a");
+        q.add("a");
+        let b = a.done_and_next().await.expect("b");
+        assert_eq!(*b.key(), "b");
+        let a_again = b.done_and_next().await.expect("a, re-added while held");
+        assert_eq!(*a_again.key(), "a");
+        q.shutdown();
+        assert!(a_again.done_and_next().await.is_none());
+        assert_eq!(q.processing(), 0);
+        assert_eq!(q.inner.lock().entries.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn done_and_next_waits_when_nothing_is_ready() {
+        let q = queue();
+        q.add("a");
+        let a = q.next().await.expect("a");
+        let waiting = tokio::spawn(a.done_and_next());
+        tokio::task::yield_now().await;
+        q.add("b");
+        let b = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        let b = b.expect("woken").expect("no panic").expect("b");
+        assert_eq!(*b.key(), "b");
     }
 
     #[tokio::test]
@@ -811,16 +938,23 @@ mod tests {
         let held = Arc::new(Mutex::new(HashSet::new()));
         let handled = Arc::new(AtomicUsize::new(0));
         let mut workers = Vec::new();
-        for _ in 0..8 {
+        for worker in 0..8 {
             let (q, held, handled) = (q.clone(), held.clone(), handled.clone());
             workers.push(tokio::spawn(async move {
-                while let Some(guard) = q.next().await {
+                let mut next = q.next().await;
+                while let Some(guard) = next {
                     let key = *guard.key();
                     assert!(held.lock().expect("lock").insert(key), "{key} held twice");
                     tokio::task::yield_now().await;
                     assert!(held.lock().expect("lock").remove(&key));
                     handled.fetch_add(1, Ordering::SeqCst);
-                    drop(guard);
+                    // Half the workers settle and take the next key in one step.
+                    next = if worker % 2 == 0 {
+                        guard.done_and_next().await
+                    } else {
+                        drop(guard);
+                        q.next().await
+                    };
                 }
             }));
         }
@@ -844,6 +978,45 @@ mod tests {
         let handled = handled.load(Ordering::SeqCst);
         assert!(handled >= 16, "every key ran at least once ({handled})");
         assert!(handled <= 20_000, "no key ran more often than it was added");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_producer_thread_and_two_workers_settle_every_key() {
+        let n = 200_000u64;
+        let q: Queue<u64> = Queue::new(QueueConfig::default());
+        let settled = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..2 {
+            let (q, settled) = (q.clone(), settled.clone());
+            workers.push(tokio::spawn(async move {
+                while let Some(guard) = q.next().await {
+                    drop(guard);
+                    settled.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        let producer = {
+            let q = q.clone();
+            std::thread::spawn(move || (0..n).for_each(|k| q.add(k)))
+        };
+        producer.join().expect("the producer did not panic");
+        let all = tokio::time::timeout(Duration::from_secs(60), async {
+            while settled.load(Ordering::SeqCst) < n as usize {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(
+            all.is_ok(),
+            "settled {} of {n}; {:?}; parked {}",
+            settled.load(Ordering::SeqCst),
+            q,
+            q.inner.parked.load(Ordering::SeqCst)
+        );
+        q.shutdown();
+        for w in workers {
+            w.await.expect("worker did not panic");
+        }
     }
 
     #[tokio::test(start_paused = true)]
