@@ -9,6 +9,14 @@
 //! `VmRSS` again while holding the cache, and prints the difference. Both caches are measured
 //! the same way, with the same allocator, in the same run. The JSON size of an object is the
 //! length of the server's answer to a GET of it.
+//!
+//! The decoded-object cache: kore's store also keeps up to 1,024 decoded objects (the
+//! default `InformerConfig::decoded_cache`) that readers share. A list fills none of it, so
+//! the headline rows measure the packed store right after sync with the decoded cache empty.
+//! The `decoded cache full` rows count it: the child first reads 1,024 objects with `get`,
+//! so the cache is at its bound, then measures. Being bounded, its cost per object falls as
+//! the store grows. The read rows time `Store::get` of 1,000 hot objects from two threads
+//! with the decoded cache on and off (every read decoding).
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +37,8 @@ const GLIBC_TUNABLES: &str =
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 enum Cache {
     Kore,
+    /// kore with its decoded cache filled to its bound before measuring.
+    KoreHot,
     KubeRuntime,
 }
 
@@ -101,7 +111,7 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
     let before = rss()?;
     let started = Instant::now();
     let (cached, sync_ms, after) = match spec.cache {
-        Cache::Kore => {
+        Cache::Kore | Cache::KoreHot => {
             use kore_runtime::{InformerConfig, Informers};
             let informers = Informers::new(client);
             let informer =
@@ -110,9 +120,18 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
             informers.start(shutdown.clone());
             informers.wait_until_synced().await;
             let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+            let store = informer.store();
+            anyhow::ensure!(store.decoded_len() == 0, "a list fills no decoded cache");
+            if spec.cache == Cache::KoreHot {
+                let hot = store.decoded_capacity().min(spec.objects);
+                for key in store.keys().iter().take(hot) {
+                    store.get(key).context("a listed key is cached")?;
+                }
+                anyhow::ensure!(store.decoded_len() == hot, "the decoded cache is full");
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
             let after = rss()?;
-            let cached = informer.store().len();
+            let cached = store.len();
             shutdown.cancel();
             (cached, sync_ms, after)
         }
@@ -175,6 +194,46 @@ async fn measure(spec: &ChildSpec) -> anyhow::Result<ChildResult> {
         .last()
         .context("no output from the cache child")?;
     Ok(serde_json::from_str(line)?)
+}
+
+/// Nanoseconds per `Store::get` of 1,000 hot keys from two threads, with a decoded cache of
+/// `capacity` objects (0: every read decodes).
+async fn read_ns(client: &kube::Client, ns: &str, capacity: usize) -> anyhow::Result<f64> {
+    use kore_runtime::{InformerConfig, Informers};
+    let informers = Informers::new(client.clone());
+    let informer = informers.get::<ConfigMap>(
+        InformerConfig::default()
+            .namespace(ns)
+            .decoded_cache(capacity),
+    );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    informers.start(shutdown.clone());
+    informers.wait_until_synced().await;
+    let store = informer.store();
+    let keys: Vec<kore_runtime::ObjectKey> = store.keys().into_iter().take(1_000).collect();
+    let (threads, rounds) = (2usize, 200usize);
+    let elapsed = tokio::task::spawn_blocking(move || {
+        for key in &keys {
+            std::hint::black_box(store.get(key));
+        }
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..rounds {
+                        for key in &keys {
+                            std::hint::black_box(store.get(key));
+                        }
+                    }
+                });
+            }
+        });
+        (started.elapsed(), keys.len())
+    })
+    .await?;
+    shutdown.cancel();
+    let (elapsed, n) = elapsed;
+    Ok(elapsed.as_secs_f64() * 1e9 / (threads * rounds * n) as f64)
 }
 
 fn configmap(ns: &str, name: &str, pad: usize) -> ConfigMap {
@@ -276,11 +335,13 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                 objects: n,
             };
             let kore = measure(&spec(Cache::Kore)).await?;
+            let hot = measure(&spec(Cache::KoreHot)).await?;
             eprintln!("kore-bench: runtime_cache: measuring kube-runtime's reflector");
             let peer = measure(&spec(Cache::KubeRuntime)).await?;
             let per = |r: &ChildResult| r.rss_delta as f64 / n as f64;
             let note = format!(
-                "RSS delta of a fresh child process per cache, {n} objects of {json} JSON bytes each"
+                "RSS delta of a fresh child process per cache, {n} objects of {json} JSON bytes \
+                 each; kore's decoded cache empty (a list fills none of it)"
             );
             rows.push(Row {
                 measure: format!("cache bytes per ConfigMap ({label} JSON, {n} objects)"),
@@ -298,6 +359,32 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                 target: Some(Target::AtMost(1.0)),
                 note,
             });
+            rows.push(Row {
+                measure: format!(
+                    "cache memory / JSON bytes, decoded cache full ({label}, {n} objects)"
+                ),
+                kore: per(&hot) / json as f64,
+                unit: "x JSON".into(),
+                peer: Some(("kube-runtime reflector".into(), per(&peer) / json as f64)),
+                target: None,
+                note: format!(
+                    "as above after reading 1,024 objects with get (the decoded cache at its \
+                     default bound); {:.0} bytes/object",
+                    per(&hot)
+                ),
+            });
+            if n == sizes[0] && target == 352 {
+                let on = read_ns(&client, &ns, 1_024).await?;
+                let off = read_ns(&client, &ns, 0).await?;
+                rows.push(Row {
+                    measure: format!("Store::get of a hot object ({label}, {n} cached)"),
+                    kore: on,
+                    unit: "ns/get".into(),
+                    peer: Some(("kore, decoded_cache(0): decode per read".into(), off)),
+                    target: None,
+                    note: "1,000 hot keys read 200 times each from 2 threads".into(),
+                });
+            }
             if n == *sizes.last().unwrap_or(&n) && target == 352 {
                 rows.push(Row {
                     measure: format!("informer start to synced ({n} ConfigMaps)"),
