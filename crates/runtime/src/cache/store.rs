@@ -7,11 +7,23 @@
 //!   the cached one is ignored, so a write the [`crate::client::CachedClient`] recorded is not
 //!   undone by the watch event that precedes it, and a deletion it recorded stays deleted
 //!   until the watch passes it.
-//! - Each object is held once, packed (see `packed.rs`); readers decode their own `Arc<K>`.
+//! - Each object is held once, packed (see `packed.rs`), smaller than its JSON.
+//! - Objects are shared, not copied per reader: a bounded cache of decoded objects (see
+//!   `decoded.rs`) gives every reader of the same version of a hot object the same `Arc<K>`.
+//!   A cold read decodes once and caches; the `Arc` decoded for a watch event or returned by
+//!   a `CachedClient` write is cached as the entry is applied, so the read that follows gets
+//!   that very allocation.
+//! - The decoded cache never serves a stale object: a slot is used only for the entry it was
+//!   decoded from (or one with the same non-zero resourceVersion); writes replace or drop the
+//!   key's slot under the store's write lock, and a relist keeps only unchanged versions.
+//! - The decoded cache never holds more than its capacity
+//!   ([`InformerConfig::decoded_cache`](crate::informer::InformerConfig::decoded_cache),
+//!   default 1024; 0 turns it off and every read decodes its own copy).
 //!
 //! # Caveats
-//! - `get`, `list` and `by_index` decode on every call (about a microsecond for a small
-//!   object). Callers that read the same object many times should keep the `Arc<K>`.
+//! - A read of an object not in the decoded cache decodes it (about a microsecond for a small
+//!   object). `list` shares what is cached and caches the rest only into free slots, so a
+//!   full listing does not push out hot objects; two concurrent cold listings each decode.
 
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
