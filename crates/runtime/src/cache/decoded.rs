@@ -2,7 +2,9 @@
 //! packed entries, so readers of a hot object share one `Arc<K>`.
 //!
 //! # Guarantees
-//! - Never more than `capacity` objects in total (0 holds nothing).
+//! - Never more than `capacity` objects in total (0 holds nothing). The capacity is split
+//!   between up to 8 shards by key hash; a shard full of its share evicts even while another
+//!   has room.
 //! - A cached object is only returned for the very entry it was decoded from, or for an
 //!   entry with the same non-zero resourceVersion (the same object), so a reader never gets
 //!   an object older than the store's entry.
