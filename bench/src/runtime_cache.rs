@@ -15,7 +15,7 @@
 //! the headline rows measure the packed store right after sync with the decoded cache empty.
 //! The `decoded cache full` rows count it: the child first reads every object with `get`,
 //! so the cache is at its bound, then measures. Being bounded, its cost per object falls as
-//! the store grows. The read rows time `Store::get` of 1,000 hot objects from one and two
+//! the store grows. The read rows time `Store::get` of 500 hot objects from one and two
 //! threads with the decoded cache on and off (every read decoding).
 
 use std::time::{Duration, Instant};
@@ -200,7 +200,7 @@ async fn measure(spec: &ChildSpec) -> anyhow::Result<ChildResult> {
     Ok(serde_json::from_str(line)?)
 }
 
-/// Nanoseconds per `Store::get` of 1,000 hot keys from `threads` threads, with a decoded
+/// Nanoseconds per `Store::get` of 500 hot keys from `threads` threads, with a decoded
 /// cache of `capacity` objects (0: every read decodes).
 async fn read_ns(
     client: &kube::Client,
@@ -219,8 +219,8 @@ async fn read_ns(
     informers.start(shutdown.clone());
     informers.wait_until_synced().await;
     let store = informer.store();
-    let keys: Vec<kore_runtime::ObjectKey> = store.keys().into_iter().take(1_000).collect();
-    let rounds = 200usize;
+    let keys: Vec<kore_runtime::ObjectKey> = store.keys().into_iter().take(500).collect();
+    let rounds = 400usize;
     let elapsed = tokio::task::spawn_blocking(move || {
         for key in &keys {
             std::hint::black_box(store.get(key));
@@ -395,9 +395,7 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                         unit: "ns/get".into(),
                         peer: Some(("kore, decoded_cache(0): decode per read".into(), off)),
                         target: None,
-                        note: format!(
-                            "1,000 hot keys read 200 times each from {threads} thread(s)"
-                        ),
+                        note: format!("500 hot keys read 400 times each from {threads} thread(s)"),
                     });
                 }
             }
