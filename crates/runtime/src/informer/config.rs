@@ -115,8 +115,10 @@ impl InformerConfig {
     /// `Arc<K>`. The most recently read or changed objects are kept decoded, so every reader
     /// of a hot object gets the same allocation and a controller reading an object right
     /// after its change event gets the event's `Arc` without decoding. Each kept object costs
-    /// its decoded size (a small ConfigMap: about 2 KB) on top of the packed cache; eviction
-    /// is second-chance (CLOCK).
+    /// its decoded size (a small ConfigMap: about 2.5 KB) on top of the packed cache; eviction
+    /// is second-chance (CLOCK). The capacity is split into up to 8 shards by key hash, so
+    /// size it well above the set of objects read again and again (a hot set close to the
+    /// capacity may overflow a shard and miss).
     pub fn decoded_cache(mut self, n: usize) -> Self {
         self.decoded_cache = n;
         self
