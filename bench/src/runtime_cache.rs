@@ -9,6 +9,14 @@
 //! `VmRSS` again while holding the cache, and prints the difference. Both caches are measured
 //! the same way, with the same allocator, in the same run. The JSON size of an object is the
 //! length of the server's answer to a GET of it.
+//!
+//! The decoded-object cache: kore's store also keeps up to 1,024 decoded objects (the
+//! default `InformerConfig::decoded_cache`) that readers share. A list fills none of it, so
+//! the headline rows measure the packed store right after sync with the decoded cache empty.
+//! The `decoded cache full` rows count it: the child first reads every object with `get`,
+//! so the cache is at its bound, then measures. Being bounded, its cost per object falls as
+//! the store grows. The read rows time `Store::get` of 500 hot objects from one and two
+//! threads with the decoded cache on and off (every read decoding).
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +37,8 @@ const GLIBC_TUNABLES: &str =
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 enum Cache {
     Kore,
+    /// kore with its decoded cache filled to its bound before measuring.
+    KoreHot,
     KubeRuntime,
 }
 
@@ -45,6 +55,8 @@ struct ChildResult {
     rss_delta: u64,
     sync_ms: f64,
     cached: usize,
+    /// Objects in kore's decoded cache when measured.
+    decoded: usize,
 }
 
 /// Runs a child measurement if this process is one, or the whole suite when
@@ -100,8 +112,8 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before = rss()?;
     let started = Instant::now();
-    let (cached, sync_ms, after) = match spec.cache {
-        Cache::Kore => {
+    let (cached, sync_ms, after, decoded) = match spec.cache {
+        Cache::Kore | Cache::KoreHot => {
             use kore_runtime::{InformerConfig, Informers};
             let informers = Informers::new(client);
             let informer =
@@ -110,11 +122,21 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
             informers.start(shutdown.clone());
             informers.wait_until_synced().await;
             let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+            let store = informer.store();
+            anyhow::ensure!(store.decoded_len() == 0, "a list fills no decoded cache");
+            if spec.cache == Cache::KoreHot {
+                // Every key once: each shard of the decoded cache fills to its bound.
+                for key in store.keys() {
+                    store.get(&key).context("a listed key is cached")?;
+                }
+                anyhow::ensure!(store.decoded_len() <= store.decoded_capacity());
+            }
+            let decoded = store.decoded_len();
             tokio::time::sleep(Duration::from_millis(200)).await;
             let after = rss()?;
-            let cached = informer.store().len();
+            let cached = store.len();
             shutdown.cancel();
-            (cached, sync_ms, after)
+            (cached, sync_ms, after, decoded)
         }
         Cache::KubeRuntime => {
             use futures::StreamExt;
@@ -133,7 +155,7 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
             let after = rss()?;
             let cached = reader.state().len();
             task.abort();
-            (cached, sync_ms, after)
+            (cached, sync_ms, after, 0)
         }
     };
     anyhow::ensure!(
@@ -146,6 +168,7 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
         rss_delta: after.saturating_sub(before),
         sync_ms,
         cached,
+        decoded,
     })
 }
 
@@ -175,6 +198,51 @@ async fn measure(spec: &ChildSpec) -> anyhow::Result<ChildResult> {
         .last()
         .context("no output from the cache child")?;
     Ok(serde_json::from_str(line)?)
+}
+
+/// Nanoseconds per `Store::get` of 500 hot keys from `threads` threads, with a decoded
+/// cache of `capacity` objects (0: every read decodes).
+async fn read_ns(
+    client: &kube::Client,
+    ns: &str,
+    capacity: usize,
+    threads: usize,
+) -> anyhow::Result<f64> {
+    use kore_runtime::{InformerConfig, Informers};
+    let informers = Informers::new(client.clone());
+    let informer = informers.get::<ConfigMap>(
+        InformerConfig::default()
+            .namespace(ns)
+            .decoded_cache(capacity),
+    );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    informers.start(shutdown.clone());
+    informers.wait_until_synced().await;
+    let store = informer.store();
+    let keys: Vec<kore_runtime::ObjectKey> = store.keys().into_iter().take(500).collect();
+    let rounds = 400usize;
+    let elapsed = tokio::task::spawn_blocking(move || {
+        for key in &keys {
+            std::hint::black_box(store.get(key));
+        }
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..rounds {
+                        for key in &keys {
+                            std::hint::black_box(store.get(key));
+                        }
+                    }
+                });
+            }
+        });
+        (started.elapsed(), keys.len())
+    })
+    .await?;
+    shutdown.cancel();
+    let (elapsed, n) = elapsed;
+    Ok(elapsed.as_secs_f64() * 1e9 / (threads * rounds * n) as f64)
 }
 
 fn configmap(ns: &str, name: &str, pad: usize) -> ConfigMap {
@@ -276,11 +344,13 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                 objects: n,
             };
             let kore = measure(&spec(Cache::Kore)).await?;
+            let hot = measure(&spec(Cache::KoreHot)).await?;
             eprintln!("kore-bench: runtime_cache: measuring kube-runtime's reflector");
             let peer = measure(&spec(Cache::KubeRuntime)).await?;
             let per = |r: &ChildResult| r.rss_delta as f64 / n as f64;
             let note = format!(
-                "RSS delta of a fresh child process per cache, {n} objects of {json} JSON bytes each"
+                "RSS delta of a fresh child process per cache, {n} objects of {json} JSON bytes \
+                 each; kore's decoded cache empty (a list fills none of it)"
             );
             rows.push(Row {
                 measure: format!("cache bytes per ConfigMap ({label} JSON, {n} objects)"),
@@ -298,6 +368,37 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                 target: Some(Target::AtMost(1.0)),
                 note,
             });
+            rows.push(Row {
+                measure: format!(
+                    "cache memory / JSON bytes, decoded cache full ({label}, {n} objects)"
+                ),
+                kore: per(&hot) / json as f64,
+                unit: "x JSON".into(),
+                peer: Some(("kube-runtime reflector".into(), per(&peer) / json as f64)),
+                target: None,
+                note: format!(
+                    "as above after a get of every object, leaving {} decoded objects cached \
+                     (default bound 1,024); {:.0} bytes/object",
+                    hot.decoded,
+                    per(&hot)
+                ),
+            });
+            if n == sizes[0] && target == 352 {
+                for threads in [1, 2] {
+                    let on = read_ns(&client, &ns, 1_024, threads).await?;
+                    let off = read_ns(&client, &ns, 0, threads).await?;
+                    rows.push(Row {
+                        measure: format!(
+                            "Store::get of a hot object ({label}, {n} cached, {threads} thread(s))"
+                        ),
+                        kore: on,
+                        unit: "ns/get".into(),
+                        peer: Some(("kore, decoded_cache(0): decode per read".into(), off)),
+                        target: None,
+                        note: format!("500 hot keys read 400 times each from {threads} thread(s)"),
+                    });
+                }
+            }
             if n == *sizes.last().unwrap_or(&n) && target == 352 {
                 rows.push(Row {
                     measure: format!("informer start to synced ({n} ConfigMaps)"),

@@ -21,7 +21,7 @@ use kube::core::Request;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cache::{ObjectKey, Store, parse_rv};
+use crate::cache::{ObjectKey, Outcome, Store, parse_rv};
 use crate::informer::{Informable, SharedInformer};
 
 /// Why a cached client call failed.
@@ -123,8 +123,11 @@ impl<K: Informable + Serialize> CachedClient<K> {
             .pack(value)
             .map_err(|e| Error::Decode(Box::new(e)))?;
         let store = self.informer.store();
-        store.apply(&packed);
-        Ok(Arc::new(packed.obj))
+        // The returned Arc is the one the store's readers of this version share.
+        match store.apply(&packed) {
+            Outcome::Stale(Some(shared)) => Ok(shared),
+            _ => Ok(packed.obj),
+        }
     }
 
     /// Creates `obj` (in its own namespace) and records the result in the cache.

@@ -607,6 +607,108 @@ async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn next_applied(
+    sub: &mut kore_runtime::Subscription<ConfigMap>,
+) -> anyhow::Result<Arc<ConfigMap>> {
+    loop {
+        match tokio::time::timeout(WAIT, sub.next())
+            .await?
+            .context("open")?
+        {
+            Change::Applied { new, .. } => return Ok(new),
+            Change::Resync => {}
+            other => anyhow::bail!("expected an applied object, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn readers_share_the_object_a_change_event_carried() -> anyhow::Result<()> {
+    let env = TestEnv::start().await?;
+    let client = env.client();
+    let informer: SharedInformer<ConfigMap> = SharedInformer::new(
+        client.clone(),
+        InformerConfig::default().namespace("default"),
+    );
+    let cold: SharedInformer<ConfigMap> = SharedInformer::new(
+        client.clone(),
+        InformerConfig::default()
+            .namespace("default")
+            .decoded_cache(0),
+    );
+    let mut sub = informer.subscribe();
+    let shutdown = CancellationToken::new();
+    informer.start(shutdown.clone());
+    cold.start(shutdown.clone());
+    tokio::time::timeout(WAIT, informer.store().wait_until_synced()).await?;
+    let store = informer.store();
+
+    // A controller reconciling the key after its event reads the event's allocation, and so
+    // does every other reader of that version.
+    for i in 0..5 {
+        create(&client, &cm("default", &format!("cm-{i}"), &[])).await?;
+        let new = next_applied(&mut sub).await?;
+        let key = ObjectKey::of(&*new);
+        let read = store.get(&key).context("cached")?;
+        assert!(Arc::ptr_eq(&new, &read), "get returns the event's Arc");
+        assert!(Arc::ptr_eq(&read, &store.get(&key).context("cached")?));
+        assert!(store.list().iter().any(|o| Arc::ptr_eq(o, &new)));
+    }
+
+    // A write through the cached client: what it returns, what readers get and what the
+    // watch event of that write carries are one allocation, in whichever order the watch
+    // event and the write's response arrive.
+    let cached = CachedClient::new(client.clone(), informer.clone());
+    let written = cached
+        .create(&cm("default", "mine", &[]), &PostParams::default())
+        .await?;
+    let key = ObjectKey::namespaced("default", "mine");
+    assert!(Arc::ptr_eq(&written, &cached.get(&key).context("cached")?));
+    let event = next_applied(&mut sub).await?;
+    assert!(
+        Arc::ptr_eq(&written, &event),
+        "the event carries the shared Arc"
+    );
+
+    // An update is read at once as the new version, never the old shared object.
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.patch(
+        "mine",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"k": "changed"}})),
+    )
+    .await?;
+    let updated = next_applied(&mut sub).await?;
+    let read = store.get(&key).context("cached")?;
+    assert!(Arc::ptr_eq(&updated, &read));
+    assert_eq!(
+        read.data
+            .as_ref()
+            .and_then(|d| d.get("k"))
+            .map(String::as_str),
+        Some("changed")
+    );
+    assert!(store.decoded_len() <= store.decoded_capacity());
+
+    // With the decoded cache off, every read decodes its own copy of the same object.
+    let cold_store = cold.store();
+    wait_for(WAIT, || async {
+        cold_store
+            .get(&key)
+            .filter(|o| o.metadata.resource_version == read.metadata.resource_version)
+    })
+    .await?;
+    let (a, b) = (
+        cold_store.get(&key).context("cached")?,
+        cold_store.get(&key).context("cached")?,
+    );
+    assert!(!Arc::ptr_eq(&a, &b));
+    assert_eq!(a, b);
+    assert_eq!(cold_store.decoded_len(), 0);
+    shutdown.cancel();
+    Ok(())
+}
+
 /// Records when each request arrived, and fails them all (the server is down).
 #[derive(Clone, Default)]
 struct Down {

@@ -3,11 +3,13 @@
 //!
 //! One writer (the informer, plus the [`CachedClient`](crate::client::CachedClient) recording
 //! its own writes) and any number of cheap readers. Objects are held once, in a packed binary
-//! form smaller than their JSON, and decoded into `Arc<K>` for each read; see
-//! `docs/design/informer.md` for why and what it costs.
+//! form smaller than their JSON; a bounded cache of decoded `Arc<K>`s beside it lets readers
+//! of a hot object share one allocation. See `docs/design/informer.md` for why and what it
+//! costs.
 //!
 //! Start with [`crate::informer::SharedInformer::store`]; stores are not built by hand.
 
+mod decoded;
 mod key;
 mod packed;
 mod store;

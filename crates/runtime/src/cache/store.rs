@@ -7,11 +7,23 @@
 //!   the cached one is ignored, so a write the [`crate::client::CachedClient`] recorded is not
 //!   undone by the watch event that precedes it, and a deletion it recorded stays deleted
 //!   until the watch passes it.
-//! - Each object is held once, packed (see `packed.rs`); readers decode their own `Arc<K>`.
+//! - Each object is held once, packed (see `packed.rs`), smaller than its JSON.
+//! - Objects are shared, not copied per reader: a bounded cache of decoded objects (see
+//!   `decoded.rs`) gives every reader of the same version of a hot object the same `Arc<K>`.
+//!   A cold read decodes once and caches; the `Arc` decoded for a watch event or returned by
+//!   a `CachedClient` write is cached as the entry is applied, so the read that follows gets
+//!   that very allocation.
+//! - The decoded cache never serves a stale object: a slot is used only for the entry it was
+//!   decoded from (or one with the same non-zero resourceVersion); writes replace or drop the
+//!   key's slot under the store's write lock, and a relist keeps only unchanged versions.
+//! - The decoded cache never holds more than its capacity
+//!   ([`InformerConfig::decoded_cache`](crate::informer::InformerConfig::decoded_cache),
+//!   default 1024; 0 turns it off and every read decodes its own copy).
 //!
 //! # Caveats
-//! - `get`, `list` and `by_index` decode on every call (about a microsecond for a small
-//!   object). Callers that read the same object many times should keep the `Arc<K>`.
+//! - A read of an object not in the decoded cache decodes it (about a microsecond for a small
+//!   object). `list` shares what is cached and caches the rest only into free slots, so a
+//!   full listing does not push out hot objects; two concurrent cold listings each decode.
 
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
@@ -22,6 +34,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::ObjectKey;
+use super::decoded::{Decoded, Insert};
 use super::packed::{DecodeError, Dictionary};
 
 /// An index function: the values an object is listed under.
@@ -44,6 +57,7 @@ impl<K> std::fmt::Debug for Store<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("len", &self.read().entries.len())
+            .field("decoded", &self.shared.decoded.len())
             .field("synced", &*self.shared.synced.borrow())
             .finish()
     }
@@ -51,6 +65,9 @@ impl<K> std::fmt::Debug for Store<K> {
 
 struct Shared<K> {
     state: RwLock<State<K>>,
+    /// Decoded objects of recently read or changed entries. Lock order: `state`, then a
+    /// shard of `decoded`; never the other way round.
+    decoded: Decoded<K>,
     dict: Dictionary,
     /// Where objects are packed before their entry is allocated at its final size.
     scratch: std::sync::Mutex<Vec<u8>>,
@@ -86,7 +103,7 @@ fn write_varint(out: &mut Vec<u8>, mut n: u64) {
 }
 
 impl Entry {
-    fn new(key: &str, rv: u64, packed: &[u8]) -> Entry {
+    pub(super) fn new(key: &str, rv: u64, packed: &[u8]) -> Entry {
         let mut header = Vec::with_capacity(key.len() + 12);
         write_varint(&mut header, key.len() as u64);
         header.extend_from_slice(key.as_bytes());
@@ -112,6 +129,11 @@ impl Entry {
     pub(crate) fn rv(&self) -> u64 {
         let (_, end) = self.key_range();
         read_varint(&self.0[end..]).0
+    }
+
+    /// Whether `self` and `other` are the same allocation (the same stored version).
+    pub(crate) fn ptr_eq(&self, other: &Entry) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The packed object.
@@ -184,10 +206,11 @@ impl<K> Index<K> {
     }
 }
 
-/// An object ready for the cache: packed, and decoded once to check it fits `K`.
+/// An object ready for the cache: packed, and decoded once to check it fits `K`. Applying it
+/// puts `obj` in the decoded cache, so the readers that follow share this allocation.
 pub(crate) struct Packed<K> {
     pub(crate) entry: Entry,
-    pub(crate) obj: K,
+    pub(crate) obj: Arc<K>,
 }
 
 /// An object of a list being built: packed, with its index values computed at once so the
@@ -215,11 +238,13 @@ impl ListBuffer {
 }
 
 /// What applying a change did.
-pub(crate) enum Outcome {
-    /// The cache changed; this is the entry it replaced or removed.
-    Changed(Option<Entry>),
-    /// The cache already held this version or a newer one.
-    Stale,
+pub(crate) enum Outcome<K> {
+    /// The cache changed: the entry it replaced or removed, and that entry's decoded object
+    /// when the decoded cache held it (the `Arc` its readers were given).
+    Changed(Option<Entry>, Option<Arc<K>>),
+    /// The cache already held this version or a newer one; when it held this very version
+    /// and had it decoded, the `Arc` its readers share.
+    Stale(Option<Arc<K>>),
 }
 
 /// Parses a resourceVersion for ordering; opaque versions order as 0 (always applied).
@@ -228,7 +253,9 @@ pub(crate) fn parse_rv(rv: Option<&str>) -> u64 {
 }
 
 impl<K> Store<K> {
-    pub(crate) fn new() -> Store<K> {
+    /// An empty store that keeps up to `decoded_capacity` decoded objects for its readers
+    /// to share (0: every read decodes).
+    pub(crate) fn new(decoded_capacity: usize) -> Store<K> {
         Store {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
@@ -236,6 +263,7 @@ impl<K> Store<K> {
                     indexes: HashMap::new(),
                     tombstones: HashMap::new(),
                 }),
+                decoded: Decoded::new(decoded_capacity),
                 dict: Dictionary::default(),
                 scratch: std::sync::Mutex::new(Vec::new()),
                 synced: watch::Sender::new(false),
@@ -277,6 +305,18 @@ impl<K> Store<K> {
         self.len() == 0
     }
 
+    /// How many decoded objects are held for readers to share (at most
+    /// [`Store::decoded_capacity`]).
+    pub fn decoded_len(&self) -> usize {
+        self.shared.decoded.len()
+    }
+
+    /// The most decoded objects held for readers to share
+    /// ([`InformerConfig::decoded_cache`](crate::informer::InformerConfig::decoded_cache)).
+    pub fn decoded_capacity(&self) -> usize {
+        self.shared.decoded.capacity()
+    }
+
     /// Whether the first full list has been swapped in.
     pub fn is_synced(&self) -> bool {
         *self.shared.synced.borrow()
@@ -315,35 +355,72 @@ impl<K: DeserializeOwned> Store<K> {
         }
     }
 
-    /// Decodes a cached entry.
+    /// Decodes a cached entry, or returns the decoded object readers of it share.
     pub(crate) fn decode_entry(&self, entry: &Entry) -> Option<Arc<K>> {
-        self.decode(entry)
+        match self.shared.decoded.get(entry) {
+            Some(obj) => Some(obj),
+            None => self.decode(entry),
+        }
     }
 
-    /// The object under `key`.
+    /// The shared decoded object of `entry`: from the decoded cache, or decoded now (outside
+    /// every lock) and cached.
+    fn shared_obj(&self, entry: &Entry, hit: Option<Arc<K>>, room_only: bool) -> Option<Arc<K>> {
+        if hit.is_some() {
+            return hit;
+        }
+        let obj = self.decode(entry)?;
+        Some(
+            self.shared
+                .decoded
+                .insert(entry, obj, Insert::Reader { room_only }),
+        )
+    }
+
+    /// The object under `key`. Readers of the same version share one `Arc` while it stays
+    /// in the decoded cache.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        let entry = self.read().entries.get(&*key.to_boxed())?.clone();
-        self.decode(&entry)
+        let (entry, hit) = {
+            let state = self.read();
+            let entry = state.entries.get(&*key.to_boxed())?.clone();
+            let hit = self.shared.decoded.get(&entry);
+            (entry, hit)
+        };
+        self.shared_obj(&entry, hit, false)
     }
 
-    /// Every cached object, in no particular order.
+    /// Every cached object, in no particular order. Objects in the decoded cache are shared;
+    /// the others are decoded, and cached only while the decoded cache has free room, so
+    /// listing everything does not push out the objects controllers read again and again.
     pub fn list(&self) -> Vec<Arc<K>> {
-        let all: Vec<Entry> = self.read().entries.iter().cloned().collect();
-        all.iter().filter_map(|e| self.decode(e)).collect()
+        let all: Vec<(Entry, Option<Arc<K>>)> = {
+            let state = self.read();
+            state
+                .entries
+                .iter()
+                .map(|e| (e.clone(), self.shared.decoded.get(e)))
+                .collect()
+        };
+        all.into_iter()
+            .filter_map(|(e, hit)| self.shared_obj(&e, hit, true))
+            .collect()
     }
 
     /// The objects the index `index` lists under `value` (none if there is no such index).
     pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
-        let all: Vec<Entry> = {
+        let all: Vec<(Entry, Option<Arc<K>>)> = {
             let state = self.read();
             let Some(set) = state.indexes.get(index).and_then(|i| i.by_value.get(value)) else {
                 return Vec::new();
             };
             set.iter()
-                .filter_map(|k| state.entries.get(&**k).cloned())
+                .filter_map(|k| state.entries.get(&**k))
+                .map(|e| (e.clone(), self.shared.decoded.get(e)))
                 .collect()
         };
-        all.iter().filter_map(|e| self.decode(e)).collect()
+        all.into_iter()
+            .filter_map(|(e, hit)| self.shared_obj(&e, hit, false))
+            .collect()
     }
 
     /// The keys the index `index` lists under `value`.
@@ -374,7 +451,7 @@ impl<K: DeserializeOwned> Store<K> {
         let rv = parse_rv(obj.meta().resource_version.as_deref());
         Ok(Packed {
             entry: Entry::new(&key, rv, &scratch),
-            obj,
+            obj: Arc::new(obj),
         })
     }
 
@@ -403,7 +480,7 @@ impl<K: DeserializeOwned> Store<K> {
             by_key: HashMap::new(),
         };
         for entry in &entries {
-            if let Some(obj) = self.decode(entry) {
+            if let Some(obj) = self.decode_entry(entry) {
                 index.insert(entry.key(), f(&obj));
             }
         }
@@ -418,15 +495,16 @@ impl<K: DeserializeOwned> Store<K> {
         state.indexes.insert(name.to_string(), index);
     }
 
-    /// Applies a created or updated object unless the cache holds a newer version.
-    pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome {
+    /// Applies a created or updated object unless the cache holds a newer version. When
+    /// applied, `packed.obj` becomes the decoded object readers of this version share.
+    pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome<K> {
         let values = self.index_values(&packed.obj);
         let key = packed.entry.key();
         let rv = packed.entry.rv();
         let mut state = self.write();
         if let Some(&dead) = state.tombstones.get(key) {
             if rv != 0 && rv <= dead {
-                return Outcome::Stale;
+                return Outcome::Stale(None);
             }
             state.tombstones.remove(key);
         }
@@ -435,20 +513,30 @@ impl<K: DeserializeOwned> Store<K> {
             && cur.rv() != 0
             && rv <= cur.rv()
         {
-            return Outcome::Stale;
+            let shared = if rv == cur.rv() {
+                self.shared.decoded.get(cur)
+            } else {
+                None
+            };
+            return Outcome::Stale(shared);
         }
         let old = state.entries.replace(packed.entry.clone());
+        let old_obj = old.as_ref().and_then(|e| self.shared.decoded.get(e));
+        // Under the write lock, so no reader can see the entry before its decoded object.
+        self.shared
+            .decoded
+            .insert(&packed.entry, Arc::clone(&packed.obj), Insert::Writer);
         for (name, v) in values {
             if let Some(index) = state.indexes.get_mut(&name) {
                 index.insert(key, v);
             }
         }
-        Outcome::Changed(old)
+        Outcome::Changed(old, old_obj)
     }
 
     /// Removes `key`, as of resourceVersion `rv`; with `tombstone`, remembers the deletion so
     /// older updates arriving later do not bring the object back.
-    pub(crate) fn delete(&self, key: &str, rv: u64, tombstone: bool) -> Outcome {
+    pub(crate) fn delete(&self, key: &str, rv: u64, tombstone: bool) -> Outcome<K> {
         let mut state = self.write();
         if tombstone && rv != 0 {
             state.tombstones.insert(key.into(), rv);
@@ -458,15 +546,17 @@ impl<K: DeserializeOwned> Store<K> {
             && cur.rv() != 0
             && rv < cur.rv()
         {
-            return Outcome::Stale;
+            return Outcome::Stale(None);
         }
         let Some(old) = state.entries.take(key) else {
-            return Outcome::Stale;
+            return Outcome::Stale(None);
         };
+        let old_obj = self.shared.decoded.get(&old);
+        self.shared.decoded.remove(key);
         for index in state.indexes.values_mut() {
             index.remove(key);
         }
-        Outcome::Changed(Some(old))
+        Outcome::Changed(Some(old), old_obj)
     }
 
     /// Forgets tombstones the watch has passed.
@@ -516,7 +606,7 @@ impl<K: DeserializeOwned> Store<K> {
                         None => {
                             // Registered while the list was being built: index it now.
                             if decoded.is_none() {
-                                decoded = self.decode(entry);
+                                decoded = self.decode_entry(entry);
                             }
                             if let Some(obj) = &decoded {
                                 index.insert(entry.key(), (index.f)(obj));
@@ -542,7 +632,7 @@ impl<K: DeserializeOwned> Store<K> {
                     .is_none_or(|listed| listed.rv() < e.rv());
                 if keep {
                     if !indexes.is_empty()
-                        && let Some(obj) = self.decode(&e)
+                        && let Some(obj) = self.decode_entry(&e)
                     {
                         for index in indexes.values_mut() {
                             index.insert(e.key(), (index.f)(&obj));
@@ -563,6 +653,10 @@ impl<K: DeserializeOwned> Store<K> {
                 }
             }
             state.entries = entries;
+            // Decoded objects stay shared only where the new entry is the same version.
+            self.shared
+                .decoded
+                .retain(|key| state.entries.get(key).cloned());
             // Indexes registered while the list was being built are rebuilt below.
             let registered: Vec<(String, IndexFn<K>)> = state
                 .indexes
@@ -622,11 +716,11 @@ mod tests {
 
     #[test]
     fn an_older_version_never_replaces_a_newer_one() {
-        let store = Store::<ConfigMap>::new();
+        let store = Store::<ConfigMap>::new(16);
         let p = store.pack(&cm("a", 5, "x")).expect("packs");
-        assert!(matches!(store.apply(&p), Outcome::Changed(_)));
+        assert!(matches!(store.apply(&p), Outcome::Changed(..)));
         let old = store.pack(&cm("a", 4, "y")).expect("packs");
-        assert!(matches!(store.apply(&old), Outcome::Stale));
+        assert!(matches!(store.apply(&old), Outcome::Stale(_)));
         let got = store
             .get(&ObjectKey::namespaced("ns", "a"))
             .expect("cached");
@@ -635,23 +729,26 @@ mod tests {
 
     #[test]
     fn a_recorded_deletion_keeps_older_updates_out_until_the_watch_passes_it() {
-        let store = Store::<ConfigMap>::new();
+        let store = Store::<ConfigMap>::new(16);
         store.apply(&store.pack(&cm("a", 5, "x")).expect("packs"));
-        assert!(matches!(store.delete("ns/a", 7, true), Outcome::Changed(_)));
+        assert!(matches!(
+            store.delete("ns/a", 7, true),
+            Outcome::Changed(..)
+        ));
         assert!(matches!(
             store.apply(&store.pack(&cm("a", 6, "x")).expect("packs")),
-            Outcome::Stale
+            Outcome::Stale(_)
         ));
         store.observed(7);
         assert!(matches!(
             store.apply(&store.pack(&cm("a", 8, "x")).expect("packs")),
-            Outcome::Changed(_)
+            Outcome::Changed(..)
         ));
     }
 
     #[test]
     fn indexes_follow_updates_deletes_and_swaps() {
-        let store = Store::<ConfigMap>::new();
+        let store = Store::<ConfigMap>::new(16);
         store.add_index("src", Arc::new(by_src));
         store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
         store.apply(&store.pack(&cm("b", 2, "x")).expect("packs"));
@@ -674,7 +771,7 @@ mod tests {
 
     #[test]
     fn a_swap_keeps_writes_newer_than_the_list() {
-        let store = Store::<ConfigMap>::new();
+        let store = Store::<ConfigMap>::new(16);
         store.apply(&store.pack(&cm("a", 12, "new")).expect("packs"));
         store.delete("ns/gone", 13, true);
         let mut list = ListBuffer::default();
@@ -690,7 +787,7 @@ mod tests {
     fn random_applies_and_deletes_leave_exactly_the_newest_state_per_key() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let store = Store::<ConfigMap>::new();
+        let store = Store::<ConfigMap>::new(16);
         store.add_index("src", Arc::new(by_src));
         let mut truth: HashMap<String, (u64, String)> = HashMap::new();
         for rv in 1..3000u64 {
@@ -724,5 +821,177 @@ mod tests {
             .map(|i| store.keys_by_index("src", &format!("s{i}")).len())
             .sum();
         assert_eq!(indexed, truth.len(), "each key is indexed once");
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::namespaced("ns", name)
+    }
+
+    fn rv_of(cm: &ConfigMap) -> Option<&str> {
+        cm.metadata.resource_version.as_deref()
+    }
+
+    fn synced_with(store: &Store<ConfigMap>, objs: &[Value], list_rv: u64) {
+        let mut list = ListBuffer::default();
+        for o in objs {
+            list.push(store.listed(store.pack(o).expect("packs")));
+        }
+        store.replace(list, list_rv);
+    }
+
+    #[test]
+    fn readers_of_the_same_version_share_one_allocation() {
+        let store = Store::<ConfigMap>::new(16);
+        store.add_index("src", Arc::new(by_src));
+        synced_with(&store, &[cm("a", 1, "x"), cm("b", 2, "x")], 2);
+        assert_eq!(store.decoded_len(), 0, "a list decodes nothing for keeps");
+        let first = store.get(&key("a")).expect("cached");
+        let second = store.get(&key("a")).expect("cached");
+        assert!(Arc::ptr_eq(&first, &second));
+        let indexed = store.by_index("src", "x");
+        assert_eq!(indexed.len(), 2);
+        assert!(indexed.iter().any(|o| Arc::ptr_eq(o, &first)));
+        let listed = store.list();
+        assert!(listed.iter().any(|o| Arc::ptr_eq(o, &first)));
+        let b = store.get(&key("b")).expect("cached");
+        assert!(
+            indexed.iter().any(|o| Arc::ptr_eq(o, &b)),
+            "by_index cached what it decoded"
+        );
+    }
+
+    #[test]
+    fn a_read_after_a_write_sees_the_write_not_the_cached_object() {
+        let store = Store::<ConfigMap>::new(16);
+        store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
+        let v1 = store.get(&key("a")).expect("cached");
+        store.apply(&store.pack(&cm("a", 2, "y")).expect("packs"));
+        let v2 = store.get(&key("a")).expect("cached");
+        assert_eq!((rv_of(&v1), rv_of(&v2)), (Some("1"), Some("2")));
+        assert_eq!(by_src(&v2), vec!["y".to_string()]);
+
+        // A relist with a newer version replaces what readers share.
+        synced_with(&store, &[cm("a", 5, "z"), cm("b", 5, "z")], 5);
+        let v5 = store.get(&key("a")).expect("cached");
+        assert_eq!(rv_of(&v5), Some("5"));
+        assert_eq!(by_src(&v5), vec!["z".to_string()]);
+        // A relist that finds the same version keeps sharing the decoded object.
+        synced_with(&store, &[cm("a", 5, "z"), cm("b", 5, "z")], 6);
+        let again = store.get(&key("a")).expect("cached");
+        assert!(Arc::ptr_eq(&v5, &again));
+        // A relist without the object drops it from every read path.
+        synced_with(&store, &[cm("b", 5, "z")], 7);
+        assert!(store.get(&key("a")).is_none());
+        assert_eq!(store.list().len(), 1);
+
+        store.delete("ns/b", 8, false);
+        assert!(store.get(&key("b")).is_none());
+        assert_eq!(store.decoded_len(), 0);
+    }
+
+    #[test]
+    fn opaque_versions_are_never_served_from_an_older_decode() {
+        let store = Store::<ConfigMap>::new(16);
+        let opaque = |src: &str| {
+            let mut o = cm("a", 0, src);
+            o["metadata"]["resourceVersion"] = json!("opaque");
+            o
+        };
+        store.apply(&store.pack(&opaque("x")).expect("packs"));
+        assert_eq!(by_src(&store.get(&key("a")).expect("cached")), ["x"]);
+        store.apply(&store.pack(&opaque("y")).expect("packs"));
+        assert_eq!(by_src(&store.get(&key("a")).expect("cached")), ["y"]);
+        synced_with(&store, &[opaque("z")], 0);
+        assert_eq!(by_src(&store.get(&key("a")).expect("cached")), ["z"]);
+    }
+
+    #[test]
+    fn the_decoded_cache_never_exceeds_its_capacity() {
+        let store = Store::<ConfigMap>::new(10);
+        store.add_index("src", Arc::new(by_src));
+        for i in 0..100 {
+            store.apply(
+                &store
+                    .pack(&cm(&format!("k{i}"), i + 1, "x"))
+                    .expect("packs"),
+            );
+            assert!(store.decoded_len() <= 10);
+        }
+        for i in 0..100 {
+            store.get(&key(&format!("k{i}"))).expect("cached");
+            assert!(store.decoded_len() <= 10);
+        }
+        assert_eq!(store.list().len(), 100);
+        assert_eq!(store.by_index("src", "x").len(), 100);
+        assert_eq!(store.decoded_len(), 10);
+        assert_eq!(store.decoded_capacity(), 10);
+    }
+
+    #[test]
+    fn capacity_zero_decodes_on_every_read() {
+        let store = Store::<ConfigMap>::new(0);
+        let p = store.pack(&cm("a", 1, "x")).expect("packs");
+        store.apply(&p);
+        let first = store.get(&key("a")).expect("cached");
+        let second = store.get(&key("a")).expect("cached");
+        assert!(!Arc::ptr_eq(&first, &second) && !Arc::ptr_eq(&first, &p.obj));
+        assert_eq!(first, second);
+        assert_eq!(store.list().len(), 1);
+        assert_eq!(store.decoded_len(), 0);
+    }
+
+    #[test]
+    fn the_applied_object_is_the_one_the_next_read_returns() {
+        let store = Store::<ConfigMap>::new(16);
+        let p = store.pack(&cm("a", 3, "x")).expect("packs");
+        assert!(matches!(store.apply(&p), Outcome::Changed(None, None)));
+        let got = store.get(&key("a")).expect("cached");
+        assert!(Arc::ptr_eq(&got, &p.obj));
+        // The same version again (the watch event after a recorded write): the store hands
+        // back the Arc its readers already share.
+        let again = store.pack(&cm("a", 3, "x")).expect("packs");
+        match store.apply(&again) {
+            Outcome::Stale(Some(shared)) => assert!(Arc::ptr_eq(&shared, &p.obj)),
+            _ => panic!("the same version is stale and shared"),
+        }
+        // The replaced version's shared object is handed back as the old one.
+        let next = store.pack(&cm("a", 4, "x")).expect("packs");
+        match store.apply(&next) {
+            Outcome::Changed(Some(old), Some(old_obj)) => {
+                assert_eq!(old.rv(), 3);
+                assert!(Arc::ptr_eq(&old_obj, &p.obj));
+            }
+            _ => panic!("the update changes the store"),
+        }
+    }
+
+    #[test]
+    fn concurrent_readers_never_see_an_older_version_than_the_last_applied() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let store = Store::<ConfigMap>::new(4);
+        let applied = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    while !done.load(Ordering::Acquire) {
+                        let floor = applied.load(Ordering::Acquire);
+                        let Some(got) = store.get(&key("a")) else {
+                            assert_eq!(floor, 0);
+                            continue;
+                        };
+                        let rv: u64 = rv_of(&got).and_then(|r| r.parse().ok()).expect("rv");
+                        assert!(rv >= floor, "read {rv} after {floor} was applied");
+                    }
+                });
+            }
+            for rv in 1..=2000 {
+                store.apply(&store.pack(&cm("a", rv, "x")).expect("packs"));
+                applied.store(rv, Ordering::Release);
+            }
+            done.store(true, Ordering::Release);
+        });
+        let last = store.get(&key("a")).expect("cached");
+        assert_eq!(rv_of(&last), Some("2000"));
     }
 }

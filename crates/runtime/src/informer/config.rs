@@ -25,6 +25,7 @@ pub struct InformerConfig {
     pub(crate) transform: Option<Transform>,
     pub(crate) keep_managed_fields: bool,
     pub(crate) subscriber_buffer: usize,
+    pub(crate) decoded_cache: usize,
     pub(crate) watch_timeout: Duration,
     pub(crate) backoff: BackoffConfig,
 }
@@ -39,6 +40,7 @@ impl Default for InformerConfig {
             transform: None,
             keep_managed_fields: false,
             subscriber_buffer: 1024,
+            decoded_cache: 1024,
             watch_timeout: Duration::from_secs(290),
             backoff: BackoffConfig::default(),
         }
@@ -55,6 +57,7 @@ impl std::fmt::Debug for InformerConfig {
             .field("transform", &self.transform.is_some())
             .field("keep_managed_fields", &self.keep_managed_fields)
             .field("subscriber_buffer", &self.subscriber_buffer)
+            .field("decoded_cache", &self.decoded_cache)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +105,22 @@ impl InformerConfig {
     /// the cache instead (default 1024).
     pub fn subscriber_buffer(mut self, n: usize) -> Self {
         self.subscriber_buffer = n.max(1);
+        self
+    }
+
+    /// Decoded objects the cache keeps for its readers to share (default 1024; 0 decodes on
+    /// every read).
+    ///
+    /// The cache holds each object packed, smaller than its JSON; reads decode it into an
+    /// `Arc<K>`. The most recently read or changed objects are kept decoded, so every reader
+    /// of a hot object gets the same allocation and a controller reading an object right
+    /// after its change event gets the event's `Arc` without decoding. Each kept object costs
+    /// its decoded size (a small ConfigMap: about 2.5 KB) on top of the packed cache; eviction
+    /// is second-chance (CLOCK). The capacity is split into up to 8 shards by key hash, so
+    /// size it well above the set of objects read again and again (a hot set close to the
+    /// capacity may overflow a shard and miss).
+    pub fn decoded_cache(mut self, n: usize) -> Self {
+        self.decoded_cache = n;
         self
     }
 

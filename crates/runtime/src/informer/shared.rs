@@ -139,8 +139,8 @@ impl<K: Informable> SharedInformer<K> {
         SharedInformer {
             shared: Arc::new(Shared {
                 client,
+                store: Store::new(config.decoded_cache),
                 config,
-                store: Store::new(),
                 subscribers: Mutex::new(Subscribers {
                     list: Vec::new(),
                     stopped: false,
@@ -262,14 +262,15 @@ impl<K: Informable> SharedInformer<K> {
             Event::Connected => backoff.healthy(tokio::time::Instant::now()),
             Event::Bookmark { rv } => store.observed(rv),
             Event::Applied(packed) => {
-                let old = match store.apply(&packed) {
-                    Outcome::Changed(old) => old,
-                    Outcome::Stale => None,
+                // `new` is the Arc the store's readers of this version share: the event's
+                // own, or the one already cached when the store held this version first.
+                let (old, old_obj, new) = match store.apply(&packed) {
+                    Outcome::Changed(old, old_obj) => (old, old_obj, packed.obj),
+                    Outcome::Stale(shared) => (None, None, shared.unwrap_or(packed.obj)),
                 };
                 store.observed(packed.entry.rv());
                 if self.has_subscribers() {
-                    let old = old.and_then(|e| self.decode(&e));
-                    let new = Arc::new(packed.obj);
+                    let old = old_obj.or_else(|| old.and_then(|e| self.decode(&e)));
                     self.dispatch(|| Change::Applied {
                         old: old.clone(),
                         new: Arc::clone(&new),
@@ -279,7 +280,7 @@ impl<K: Informable> SharedInformer<K> {
             Event::Deleted(packed) => {
                 store.delete(packed.entry.key(), packed.entry.rv(), false);
                 store.observed(packed.entry.rv());
-                let obj = Arc::new(packed.obj);
+                let obj = packed.obj;
                 self.dispatch(|| Change::Deleted(Arc::clone(&obj)));
             }
         }

@@ -496,7 +496,11 @@ mod tests {
 
     fn watcher(script: &Script) -> Watcher<ConfigMap> {
         let client = kube::Client::new(script.clone(), "default");
-        Watcher::new(client, InformerConfig::default().page_size(1), Store::new())
+        Watcher::new(
+            client,
+            InformerConfig::default().page_size(1),
+            Store::new(0),
+        )
     }
 
     async fn events(w: &mut Watcher<ConfigMap>, n: usize) -> Vec<String> {
