@@ -149,25 +149,87 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
     out
 }
 
-/// The suite's chart: each measure's margin over its target (1.0 just meets it).
+/// The suite's chart: one horizontal bar per measure with a target, its length kore's margin
+/// over the target on a log scale (1.0, the dashed line, just meets it; right of it is better).
 pub(crate) fn chart(results: &SuiteResults<'_>) -> String {
-    let rows: Vec<&Row> = results
+    use std::fmt::Write as _;
+    const LABEL_W: f64 = 560.0;
+    const BAR_W: f64 = 360.0;
+    const ROW_H: f64 = 26.0;
+    const TOP: f64 = 56.0;
+    // The axis spans margins 1/16 .. 16 on a log2 scale; bars are clamped to it.
+    let x = |m: f64| LABEL_W + BAR_W * ((m.log2().clamp(-4.0, 4.0) + 4.0) / 8.0);
+    let rows: Vec<(&Row, f64)> = results
         .rows
         .iter()
-        .filter(|r| margin(r).is_some())
+        .filter_map(|r| margin(r).map(|m| (r, m)))
         .collect();
-    let groups: Vec<String> = rows.iter().map(|r| r.measure.clone()).collect();
-    let series = [crate::svg::Series {
-        name: "kore ÷ target (≥ 1 meets it)".into(),
-        color: "#2b6cb0",
-        values: rows.iter().map(|r| margin(r)).collect(),
-    }];
-    crate::svg::bar_chart(
-        &format!("kore {} suite: margin over target", results.suite),
-        "× target",
-        &groups,
-        &series,
-    )
+    let width = LABEL_W + BAR_W + 90.0;
+    let height = TOP + ROW_H * rows.len() as f64 + 40.0;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" font-size="16" text-anchor="middle" font-weight="bold">kore {} suite: kore ÷ target (log scale; ≥ 1 meets it)</text>"#,
+        width / 2.0,
+        escape(results.suite)
+    );
+    for tick in [0.0625, 0.25, 1.0, 4.0, 16.0] {
+        let tx = x(tick);
+        let dash = if tick == 1.0 {
+            r##" stroke-dasharray="4 3" stroke="#333""##
+        } else {
+            r##" stroke="#ddd""##
+        };
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{:.1}"{dash}/>"#,
+            TOP - 8.0,
+            TOP + ROW_H * rows.len() as f64
+        );
+        let _ = writeln!(
+            svg,
+            r##"<text x="{tx:.1}" y="{:.1}" text-anchor="middle" fill="#555">{tick}×</text>"##,
+            TOP + ROW_H * rows.len() as f64 + 16.0
+        );
+    }
+    for (i, (row, m)) in rows.iter().enumerate() {
+        let y = TOP + ROW_H * i as f64;
+        let color = if *m >= 1.0 { "#2f855a" } else { "#c53030" };
+        let (a, b) = (x(1.0).min(x(*m)), x(1.0).max(x(*m)));
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LABEL_W - 8.0,
+            y + 16.0,
+            escape(&row.measure)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
+            y + 5.0,
+            (b - a).max(1.0),
+            ROW_H - 10.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}">{m:.2}×</text>"#,
+            x(1.0).max(x(*m)) + 6.0,
+            y + 16.0
+        );
+    }
+    let _ = writeln!(svg, "</svg>");
+    svg
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Writes `NAME.md`, `NAME.json` and `NAME.svg` under `out` and prints the table.
