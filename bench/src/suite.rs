@@ -116,10 +116,11 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
         let (peer, ratio) = match &row.peer {
             Some((name, p)) => (
                 format!("{} ({name})", number(*p)),
-                if *p > 0.0 {
-                    format!("{:.2}×", row.kore / p)
-                } else {
-                    "n/a".into()
+                match row.target {
+                    _ if *p <= 0.0 || row.kore <= 0.0 => "n/a".into(),
+                    // Memory rows: how many times leaner kore is.
+                    Some(Target::LeanerThanPeer(_)) => format!("{:.2}× leaner", p / row.kore),
+                    _ => format!("{:.2}×", row.kore / p),
                 },
             ),
             None => ("—".into(), "—".into()),
