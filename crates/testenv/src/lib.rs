@@ -23,6 +23,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod kubectl;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

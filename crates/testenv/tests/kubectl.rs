@@ -5,26 +5,22 @@
 //! kubectl printed and what the server stored (read back through the `kube` crate). If kubectl
 //! is not on `PATH` a test prints `skipping: kubectl not found` and returns.
 //!
-//! Every kubectl process runs under [`COMMAND_TIMEOUT`] and is killed when it overruns or when
+//! Every kubectl process runs under [`kore_testenv::kubectl::COMMAND_TIMEOUT`] and is killed when it overruns or when
 //! the test ends; every test runs under [`TEST_TIMEOUT`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kore_testenv::TestEnv;
+use kore_testenv::kubectl::{COMMAND_TIMEOUT, Kubectl, kubectl_or_skip};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader, Lines};
-use tokio::process::{Child, Command};
 
-/// How long one kubectl command may take before it is killed and the test fails.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a whole test may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long to wait for one line of a long-running kubectl (`get -w`, a waiting `delete`).
@@ -35,105 +31,6 @@ async fn within(body: impl Future<Output = ()>) {
     tokio::time::timeout(TEST_TIMEOUT, body)
         .await
         .expect("the test finished within its time limit");
-}
-
-/// The kubectl on `PATH`, or `None` after printing why the test is skipped.
-fn kubectl_or_skip() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("kubectl"))
-            .find(|candidate| candidate.is_file())
-    });
-    if found.is_none() {
-        println!("skipping: kubectl not found");
-    }
-    found
-}
-
-/// What a finished kubectl printed.
-#[derive(Debug)]
-struct Output {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// kubectl bound to one kubeconfig and its own discovery cache and scratch directory.
-struct Kubectl {
-    program: PathBuf,
-    kubeconfig: PathBuf,
-    cache: tempfile::TempDir,
-    files: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(program: PathBuf, kubeconfig: &Path) -> Kubectl {
-        Kubectl {
-            program,
-            kubeconfig: kubeconfig.to_path_buf(),
-            cache: tempfile::tempdir().expect("a cache directory"),
-            files: tempfile::tempdir().expect("a scratch directory"),
-        }
-    }
-
-    fn for_env(program: PathBuf, env: &TestEnv) -> Kubectl {
-        Kubectl::new(
-            program,
-            env.kubeconfig_path().expect("the env has a kubeconfig"),
-        )
-    }
-
-    /// A kubectl command with the kubeconfig and cache set, killed when dropped.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    /// Runs kubectl to completion under [`COMMAND_TIMEOUT`].
-    async fn run(&self, args: &[&str]) -> Output {
-        let out = tokio::time::timeout(COMMAND_TIMEOUT, self.command(args).output())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("kubectl {args:?} did not finish within {COMMAND_TIMEOUT:?}")
-            })
-            .unwrap_or_else(|e| panic!("kubectl {args:?} could not run: {e}"));
-        Output {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs kubectl, requires exit code 0 and returns its standard output.
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(out.status.success(), "kubectl {args:?} failed: {out:?}");
-        out.stdout
-    }
-
-    /// Starts a long-running kubectl with piped output.
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("kubectl {args:?} could not start: {e}"))
-    }
-
-    /// Writes `contents` to a file named `name` in the scratch directory.
-    fn file(&self, name: &str, contents: &str) -> String {
-        let path = self.files.path().join(name);
-        std::fs::write(&path, contents).expect("writing a manifest");
-        path.to_str().expect("a UTF-8 temporary path").to_string()
-    }
 }
 
 /// Reads lines until one satisfies `wanted`, each within [`LINE_TIMEOUT`]; panics with every
@@ -899,7 +796,7 @@ async fn kubectl_with_a_wrong_token_is_told_to_log_in() {
 
         // With a warm cache (the token was rotated after discovery) the list itself fails.
         good.ok(&["get", "cm"]).await;
-        let rotated = Kubectl { kubeconfig: bad_path.clone(), ..good };
+        let rotated = good.with_kubeconfig(&bad_path);
         let out = rotated.run(&["get", "cm"]).await;
         assert_eq!(out.status.code(), Some(1), "{out:?}");
         assert_eq!(out.stderr, "error: You must be logged in to the server (Unauthorized)\n");

@@ -5,19 +5,15 @@
 //! crate). Without kubectl on `PATH` a test prints `skipping: kubectl not found` and passes.
 
 use std::future::Future;
-use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kore_testenv::TestEnv;
+use kore_testenv::kubectl::{Kubectl, kubectl_or_skip};
 use kube::api::Api;
 use serde_json::Value;
-use tokio::process::Command;
 
-/// How long one kubectl command may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a whole test may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -25,80 +21,6 @@ async fn within(body: impl Future<Output = ()>) {
     tokio::time::timeout(TEST_TIMEOUT, body)
         .await
         .expect("the test finished within its time limit");
-}
-
-fn kubectl_or_skip() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("kubectl"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        println!("skipping: kubectl not found");
-    }
-    found
-}
-
-#[derive(Debug)]
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// kubectl bound to one server's kubeconfig, with its own cache and scratch directories.
-struct Kubectl {
-    program: PathBuf,
-    kubeconfig: PathBuf,
-    cache: tempfile::TempDir,
-    files: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(program: PathBuf, env: &TestEnv) -> Kubectl {
-        Kubectl {
-            program,
-            kubeconfig: env
-                .kubeconfig_path()
-                .expect("the env listens on a socket")
-                .to_path_buf(),
-            cache: tempfile::tempdir().expect("a cache directory"),
-            files: tempfile::tempdir().expect("a scratch directory"),
-        }
-    }
-
-    async fn run(&self, args: &[&str]) -> Run {
-        let mut cmd = Command::new(&self.program);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(COMMAND_TIMEOUT, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-            .unwrap_or_else(|e| panic!("kubectl {args:?} could not run: {e}"));
-        Run {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(out.status.success(), "kubectl {args:?} failed: {out:?}");
-        out.stdout
-    }
-
-    fn file(&self, name: &str, contents: &str) -> String {
-        let path = self.files.path().join(name);
-        std::fs::write(&path, contents).expect("writing a manifest");
-        path.to_str().expect("a UTF-8 path").to_string()
-    }
 }
 
 async fn tls_env() -> TestEnv {
@@ -132,7 +54,7 @@ async fn kubectl_server_side_apply_conflicts_with_another_manager_until_forced()
             return;
         };
         let env = tls_env().await;
-        let kubectl = Kubectl::new(program, &env);
+        let kubectl = Kubectl::for_env(program, &env);
         let mine = kubectl.file("cm.yaml", CM);
         let theirs = kubectl.file("cm-other.yaml", CM_OTHER);
         let api: Api<ConfigMap> = Api::default_namespaced(env.client());
@@ -240,7 +162,7 @@ async fn kubectl_client_side_apply_of_a_changed_deployment_updates_the_image() {
             return;
         };
         let env = tls_env().await;
-        let kubectl = Kubectl::new(program, &env);
+        let kubectl = Kubectl::for_env(program, &env);
         let api: Api<Deployment> = Api::default_namespaced(env.client());
         let first = kubectl.file("web.yaml", &deployment_yaml("nginx:1.26"));
         assert_eq!(
@@ -295,7 +217,7 @@ async fn kubectl_moves_a_client_side_applied_object_to_server_side_apply_without
             return;
         };
         let env = tls_env().await;
-        let kubectl = Kubectl::new(program, &env);
+        let kubectl = Kubectl::for_env(program, &env);
         let api: Api<ConfigMap> = Api::default_namespaced(env.client());
         let first = kubectl.file("cm.yaml", CM);
         assert_eq!(

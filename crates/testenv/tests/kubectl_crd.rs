@@ -3,20 +3,16 @@
 //! printer columns, scale subresource and deletion.
 //!
 //! If kubectl is not on `PATH` a test prints `skipping: kubectl not found` and returns. Every
-//! kubectl process runs under [`COMMAND_TIMEOUT`]; every test under [`TEST_TIMEOUT`].
+//! kubectl process runs under [`kore_testenv::kubectl::COMMAND_TIMEOUT`]; every test under [`TEST_TIMEOUT`].
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_testenv::TestEnv;
+use kore_testenv::kubectl::{Kubectl, kubectl_or_skip};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use tokio::process::Command;
 
-/// How long one kubectl command may take before it is killed and the test fails.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a whole test may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -24,80 +20,6 @@ async fn within(body: impl Future<Output = ()>) {
     tokio::time::timeout(TEST_TIMEOUT, body)
         .await
         .expect("the test finished within its time limit");
-}
-
-fn kubectl_or_skip() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("kubectl"))
-            .find(|candidate| candidate.is_file())
-    });
-    if found.is_none() {
-        println!("skipping: kubectl not found");
-    }
-    found
-}
-
-#[derive(Debug)]
-struct Output {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// kubectl bound to one kubeconfig and its own discovery cache and scratch directory.
-struct Kubectl {
-    program: PathBuf,
-    kubeconfig: PathBuf,
-    cache: tempfile::TempDir,
-    files: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn for_env(program: PathBuf, env: &TestEnv) -> Kubectl {
-        let kubeconfig: &Path = env.kubeconfig_path().expect("the env has a kubeconfig");
-        Kubectl {
-            program,
-            kubeconfig: kubeconfig.to_path_buf(),
-            cache: tempfile::tempdir().expect("a cache directory"),
-            files: tempfile::tempdir().expect("a scratch directory"),
-        }
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(&self.program);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(COMMAND_TIMEOUT, cmd.output())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("kubectl {args:?} did not finish within {COMMAND_TIMEOUT:?}")
-            })
-            .unwrap_or_else(|e| panic!("kubectl {args:?} could not run: {e}"));
-        Output {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(out.status.success(), "kubectl {args:?} failed: {out:?}");
-        out.stdout
-    }
-
-    fn file(&self, name: &str, contents: &str) -> String {
-        let path = self.files.path().join(name);
-        std::fs::write(&path, contents).expect("writing a manifest");
-        path.to_str().expect("a UTF-8 temporary path").to_string()
-    }
 }
 
 fn words(line: &str) -> Vec<&str> {
