@@ -75,6 +75,22 @@ fn copier(
             tokio::time::sleep(Duration::from_millis(2)).await;
             let result = async {
                 let Some(source) = request.object() else {
+                    // The source is gone (the reconciler is told even when the deletion
+                    // happened while the informer was not watching): so goes its copy.
+                    let key = request.key();
+                    if let (Some(ns), Some(suffix)) =
+                        (key.namespace.as_deref(), key.name.strip_prefix("src-"))
+                    {
+                        let api: Api<ConfigMap> = Api::namespaced(client, ns);
+                        match api
+                            .delete(&format!("copy-{suffix}"), &Default::default())
+                            .await
+                        {
+                            Ok(_) => {}
+                            Err(kube::Error::Api(e)) if e.code == 404 => {}
+                            Err(e) => return Err(ReconcileError::Retry(e)),
+                        }
+                    }
                     return Ok(Action::done());
                 };
                 let name = source.metadata.name.clone().unwrap_or_default();
@@ -245,7 +261,7 @@ async fn a_controller_loses_no_key_across_a_server_restart() -> anyhow::Result<(
         .await?;
     {
         let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-        for i in 0..40 {
+        for i in 0..60 {
             api.create(
                 &PostParams::default(),
                 &config_map("default", &format!("src-{i}"), "v1"),
@@ -263,7 +279,7 @@ async fn a_controller_loses_no_key_across_a_server_restart() -> anyhow::Result<(
     {
         let api: Api<ConfigMap> = Api::namespaced(socket.clone(), "default");
         wait_for(WAIT, || async {
-            (copies(&api).await.ok()?.len() == 40).then_some(())
+            (copies(&api).await.ok()?.len() == 60).then_some(())
         })
         .await?;
     }
@@ -283,7 +299,11 @@ async fn a_controller_loses_no_key_across_a_server_restart() -> anyhow::Result<(
     })
     .await?;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    for i in 40..60 {
+    // Deleted before the informers are back: they learn of it only from their relist.
+    for i in 50..60 {
+        api.delete(&format!("src-{i}"), &Default::default()).await?;
+    }
+    for i in 60..80 {
         api.create(
             &PostParams::default(),
             &config_map("default", &format!("src-{i}"), "v1"),
@@ -300,8 +320,9 @@ async fn a_controller_loses_no_key_across_a_server_restart() -> anyhow::Result<(
     }
     wait_for(WAIT, || async {
         let c = copies(&api).await.ok()?;
-        let done = c.len() == 60
-            && (0..60).all(|i| {
+        let done = c.len() == 70
+            && !(50..60).any(|i| c.contains_key(&i.to_string()))
+            && (0..50).chain(60..80).all(|i| {
                 let want = if i < 20 { "v2" } else { "v1" };
                 c.get(&i.to_string()).map(String::as_str) == Some(want)
             });

@@ -572,7 +572,10 @@ impl<K: DeserializeOwned> Store<K> {
 
     /// Swaps in a full list taken at resourceVersion `list_rv`, keeping writes recorded
     /// after it, then marks the store synced.
-    pub(crate) fn replace(&self, list: ListBuffer, list_rv: u64) {
+    ///
+    /// Returns the entries that were cached and are absent from the new contents: objects
+    /// deleted while the informer was not watching, which its subscribers must hear of.
+    pub(crate) fn replace(&self, list: ListBuffer, list_rv: u64) -> Vec<Entry> {
         let ListBuffer {
             mut entries,
             index: listed_values,
@@ -617,7 +620,7 @@ impl<K: DeserializeOwned> Store<K> {
             }
         }
         drop(listed_values);
-        let registered = {
+        let (registered, vanished) = {
             let mut state = self.write();
             // Writes recorded ahead of the watch that the list has not caught up with.
             let newer: Vec<Entry> = state
@@ -652,6 +655,12 @@ impl<K: DeserializeOwned> Store<K> {
                     }
                 }
             }
+            let vanished: Vec<Entry> = state
+                .entries
+                .iter()
+                .filter(|e| !entries.contains(e.key()))
+                .cloned()
+                .collect();
             state.entries = entries;
             // Decoded objects stay shared only where the new entry is the same version.
             self.shared
@@ -665,12 +674,13 @@ impl<K: DeserializeOwned> Store<K> {
                 .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
                 .collect();
             state.indexes = indexes;
-            registered
+            (registered, vanished)
         };
         for (name, f) in registered {
             self.add_index(&name, f);
         }
         self.mark_synced();
+        vanished
     }
 
     fn index_values(&self, obj: &K) -> Vec<(String, Vec<String>)> {
@@ -770,6 +780,21 @@ mod tests {
     }
 
     #[test]
+    fn a_swap_reports_the_objects_that_vanished_while_not_watching() {
+        let store = Store::<ConfigMap>::new(16);
+        let mut list = ListBuffer::default();
+        list.push(store.listed(store.pack(&cm("a", 1, "x")).expect("packs")));
+        list.push(store.listed(store.pack(&cm("b", 2, "x")).expect("packs")));
+        assert!(store.replace(list, 2).is_empty());
+        let mut list = ListBuffer::default();
+        list.push(store.listed(store.pack(&cm("a", 1, "x")).expect("packs")));
+        let vanished = store.replace(list, 5);
+        let keys: Vec<&str> = vanished.iter().map(Entry::key).collect();
+        assert_eq!(keys, vec!["ns/b"]);
+        assert!(store.get(&ObjectKey::namespaced("ns", "b")).is_none());
+    }
+
+    #[test]
     fn a_swap_keeps_writes_newer_than_the_list() {
         let store = Store::<ConfigMap>::new(16);
         store.apply(&store.pack(&cm("a", 12, "new")).expect("packs"));
@@ -777,7 +802,8 @@ mod tests {
         let mut list = ListBuffer::default();
         list.push(store.listed(store.pack(&cm("a", 10, "old")).expect("packs")));
         list.push(store.listed(store.pack(&cm("gone", 9, "old")).expect("packs")));
-        store.replace(list, 11);
+        let vanished = store.replace(list, 11);
+        assert!(vanished.is_empty(), "nothing cached went missing");
         let a = store.get(&ObjectKey::namespaced("ns", "a")).expect("kept");
         assert_eq!(a.metadata.resource_version.as_deref(), Some("12"));
         assert!(store.get(&ObjectKey::namespaced("ns", "gone")).is_none());

@@ -8,6 +8,8 @@
 //! - A subscriber's first change is [`Change::Resync`]; so is the first change after each
 //!   relist, and after the subscriber fell behind by more than its buffer. A handler that
 //!   re-reads the store on `Resync` has therefore seen every object, whenever it subscribed.
+//! - Objects a relist finds gone (deleted while the watch was down) are sent as
+//!   [`Change::Deleted`], with their last cached state, before the relist's `Resync`.
 //! - A slow subscriber never slows the informer or other subscribers: the informer only ever
 //!   `try_send`s. A full buffer marks the subscriber behind; further changes for it are not
 //!   queued, and once it has drained what is queued it gets `Resync`.
@@ -255,8 +257,15 @@ impl<K: Informable> SharedInformer<K> {
                 }
             }
             Event::InitDone { rv } => {
-                store.replace(std::mem::take(buffer), rv);
-                tracing::debug!(kind = %K::kind(&()), objects = store.len(), "informer synced");
+                let vanished = store.replace(std::mem::take(buffer), rv);
+                tracing::debug!(kind = %K::kind(&()), objects = store.len(), vanished = vanished.len(), "informer synced");
+                // Objects deleted while the watch was down: subscribers hear of each, with its
+                // last known state, before the Resync (a resync only lists what exists).
+                for entry in &vanished {
+                    if let Some(obj) = self.decode(entry) {
+                        self.dispatch(|| Change::Deleted(Arc::clone(&obj)));
+                    }
+                }
                 self.dispatch(|| Change::Resync);
             }
             Event::Connected => backoff.healthy(tokio::time::Instant::now()),
