@@ -379,6 +379,29 @@ async fn wildcards_cover_every_group_resource_and_verb() {
     assert_eq!(err.code, 403);
 }
 
+/// POSTs a JSON body and decodes the JSON answer (reviews, which have no typed client here).
+async fn post_json(client: &kube::Client, path: &str, body: &Value) -> Result<Value, kube::Error> {
+    client
+        .request(
+            http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(body).expect("json"))
+                .expect("request"),
+        )
+        .await
+}
+
+/// `kubectl auth whoami`: the caller's identity as the server sees it.
+async fn whoami(client: &kube::Client) -> Result<Value, kube::Error> {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    post_json(
+        client,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &review,
+    )
+    .await
+}
+
 async fn raw_get(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
     let req = http::Request::get(path).body(Vec::new()).expect("request");
     client.request_text(req).await
@@ -474,15 +497,7 @@ async fn the_admin_may_impersonate_and_a_service_account_may_not() {
         r#"configmaps is forbidden: User "system:serviceaccount:demo:op" cannot list resource "configmaps" in API group "" in the namespace "demo""#
     );
     // The impersonated identity gets the SA groups, as `kubectl auth whoami --as` shows.
-    let review: Value = as_op
-        .request(
-            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})).expect("json"))
-                .expect("request"),
-        )
-        .await
-        .expect("whoami");
+    let review: Value = whoami(&as_op).await.expect("whoami");
     assert_eq!(
         review["status"]["userInfo"],
         json!({"username": "system:serviceaccount:demo:op",
@@ -1138,18 +1153,7 @@ async fn impersonating_a_user_and_groups_yields_exactly_that_identity() {
             ("Impersonate-Extra-Scopes.example.com%2fx", "a"),
         ],
     );
-    let review: Value = client
-        .request(
-            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
-                .header("content-type", "application/json")
-                .body(
-                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
-                        .expect("json"),
-                )
-                .expect("request"),
-        )
-        .await
-        .expect("whoami");
+    let review: Value = whoami(&client).await.expect("whoami");
     assert_eq!(
         review["status"]["userInfo"],
         json!({"username": "alice", "uid": "u-123",
@@ -1348,19 +1352,10 @@ async fn token_reviews_and_subject_access_reviews_answer_for_others() {
         .service_account_token("demo", "op")
         .await
         .expect("token");
+    let client = env.client();
     let post = |path: &'static str, body: Value| {
-        let client = env.client();
-        async move {
-            client
-                .request::<Value>(
-                    http::Request::post(path)
-                        .header("content-type", "application/json")
-                        .body(serde_json::to_vec(&body).expect("json"))
-                        .expect("request"),
-                )
-                .await
-                .expect("review")
-        }
+        let client = client.clone();
+        async move { post_json(&client, path, &body).await.expect("review") }
     };
     let review = post(
         "/apis/authentication.k8s.io/v1/tokenreviews",
@@ -1440,16 +1435,7 @@ async fn tokens_stay_valid_across_a_restart_with_the_same_data_directory() {
     .await
     .expect("restart");
     let client = env.client_with_token(&token, "demo").expect("client");
-    let who: Value = client
-        .request(
-            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
-                .header("content-type", "application/json")
-                .body(
-                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
-                        .expect("json"),
-                )
-                .expect("request"),
-        )
+    let who: Value = whoami(&client)
         .await
         .expect("the token still authenticates");
     assert_eq!(
