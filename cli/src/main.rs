@@ -1,8 +1,18 @@
 //! `kore`: the embedded Kubernetes control plane and its operators, from one binary.
 //!
-//! - `kore up` starts the embedded API server (the operators join it in a later release) and
-//!   prints the kubeconfig to use with kubectl.
+//! - `kore up [--demo]` starts the embedded API server with every operator, each acting as its
+//!   own ServiceAccount, and prints the kubeconfig to use with kubectl (`up.rs`).
+//! - `kore run` runs the operators alone against any cluster (`run.rs`).
+//! - `kore manifests` writes or checks `deploy/` (`manifests.rs`).
 //! - `kore apiserver` starts the API server alone, with every option.
+
+mod apply;
+mod demo;
+mod install;
+mod manifests;
+mod operators;
+mod run;
+mod up;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,29 +42,34 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the embedded control plane and print a kubeconfig for kubectl.
-    Up(ServeArgs),
+    /// Run the embedded control plane with every operator and print a kubeconfig for kubectl.
+    Up(up::UpArgs),
+    /// Run the operators alone against a cluster.
+    Run(run::RunArgs),
+    /// Write the deploy manifests (CRDs, RBAC, Deployments, samples), or check them.
+    Manifests(manifests::ManifestsArgs),
     /// Run the Kubernetes-compatible API server alone.
     Apiserver(ServeArgs),
 }
 
+/// Where and how the API server serves.
 #[derive(Args, Clone)]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:6443")]
-    listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// Keep state here, durably (every acknowledged write survives a crash); in memory if unset.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Where to write the kubeconfig.
     #[arg(long, default_value = ".kore/kubeconfig")]
-    kubeconfig: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
     /// Serve plain HTTP (loopback addresses only; requests act as the administrator).
     #[arg(long)]
-    insecure_http: bool,
+    pub(crate) insecure_http: bool,
 }
 
-async fn serve(args: ServeArgs, banner: bool) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config::default();
     if let Some(dir) = &args.data_dir {
         config = config.data_dir(dir);
@@ -70,18 +85,6 @@ async fn serve(args: ServeArgs, banner: bool) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
     let kubeconfig = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
     tracing::info!(url = %endpoint.url, kubeconfig = %kubeconfig.display(), "serving");
-    if banner {
-        println!(
-            "kore is up: the Kubernetes API is served at {}",
-            endpoint.url
-        );
-        println!("kubeconfig: {}", kubeconfig.display());
-        println!();
-        println!("  export KUBECONFIG={}", kubeconfig.display());
-        println!("  kubectl get namespaces");
-        println!();
-        println!("Press Ctrl-C to stop.");
-    }
     wait_for_signal().await;
     tracing::info!("shutting down; a second signal aborts");
     tokio::select! {
@@ -94,7 +97,8 @@ async fn serve(args: ServeArgs, banner: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// Resolves on SIGINT or SIGTERM.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -137,8 +141,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Up(args) => serve(args, true).await,
-            Command::Apiserver(args) => serve(args, false).await,
+            Command::Up(args) => up::up(args).await,
+            Command::Run(args) => run::run(args).await,
+            Command::Manifests(args) => manifests::manifests(&args),
+            Command::Apiserver(args) => serve(args).await,
         }
     });
     match result {
