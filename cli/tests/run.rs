@@ -1,0 +1,111 @@
+//! `kore run`: the operators alone, against an API server in another process, through a
+//! kubeconfig; and a clear refusal of operators it does not know.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Process, kore};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kore_sample_controller::{Foo, FooSpec};
+use kore_testenv::wait_for;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+const CONVERGE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kore_run_reconciles_a_foo_on_a_separate_api_server_with_leader_election() {
+    let server = Process::start("apiserver", &[]).await;
+    let client = server.client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kore_sample_controller::operator().crds {
+        crds.patch(
+            crd.metadata.name.as_deref().expect("a name"),
+            &PatchParams::apply("test"),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("CRD installed");
+    }
+    wait_for(CONVERGE, || async {
+        let crd = crds.get("foos.samplecontroller.k8s.io").await.ok()?;
+        crd.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await
+    .expect("the CRD is established");
+
+    let mut operator = kore()
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args([
+            "--operators",
+            "sample-controller",
+            "--leader-election-namespace",
+            "default",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kore run starts");
+
+    let foos: Api<Foo> = Api::namespaced(client.clone(), "default");
+    let foo = Foo::new(
+        "example",
+        FooSpec {
+            deployment_name: "example-deploy".into(),
+            replicas: Some(2),
+        },
+    );
+    foos.create(&PostParams::default(), &foo)
+        .await
+        .expect("Foo created");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    wait_for(CONVERGE, || async {
+        let d = deployments.get_opt("example-deploy").await.ok()??;
+        (d.spec?.replicas == Some(2)).then_some(())
+    })
+    .await
+    .expect("the Foo's Deployment exists with its replicas");
+    let leases: Api<Lease> = Api::namespaced(client, "default");
+    let lease = leases
+        .get("sample-controller")
+        .await
+        .expect("the Lease is taken");
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_some_and(|h| !h.is_empty())
+    );
+    assert!(
+        operator.try_wait().expect("polled").is_none(),
+        "kore run still runs"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_operator_name_is_refused_with_the_known_ones() {
+    let out = kore()
+        .args(["run", "--operators", "configmap-sync,nope"])
+        .output()
+        .await
+        .expect("kore runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown operator `nope`"), "{stderr}");
+    assert!(
+        stderr.contains("known operators: configmap-sync, sample-controller"),
+        "{stderr}"
+    );
+}
