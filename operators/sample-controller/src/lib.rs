@@ -8,6 +8,11 @@
 //! CRD, [`reconcile`] the reconcile and its contract. The design and the compatibility
 //! contract are in `docs/design/sample-controller.md`.
 
+#![allow(
+    clippy::disallowed_names,
+    reason = "the custom resource is called Foo, so `foo` is its natural variable name"
+)]
+
 pub mod reconcile;
 pub mod types;
 
