@@ -39,7 +39,10 @@ async fn a_foo_gets_a_deployment_kept_in_step_with_it_and_the_operator_uses_exac
                    "spec": {"deploymentName": "example-dep", "replicas": 1}}),
         )
         .await?;
-    let uid = foo.metadata.uid.clone().unwrap_or_default();
+    let uid = foo["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
 
     // The Deployment, shaped as the Go controller makes it and controlled by the Foo.
     let d = run.wait_deployment(NS, "example-dep", |_| true).await?;
@@ -220,12 +223,7 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
     set_available(&run, "steady", 2).await?;
     run.wait_foo("steady", |f| available(f) == Some(2)).await?;
     // Let the reconciles the operator's own writes caused run out.
-    let settled = wait_for(WAIT, || async {
-        let before = run.reconciles();
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        (run.reconciles() == before).then_some(before)
-    })
-    .await?;
+    let settled = run.settle().await?;
     let writes = run.writes();
     let synced = run.events(NS, "steady", REASON_SYNCED).await.0;
 

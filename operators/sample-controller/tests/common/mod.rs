@@ -32,6 +32,75 @@ pub(crate) const OPERATOR_NS: &str = "kore-system";
 /// Where the tests put their Foos.
 pub(crate) const NS: &str = "demo";
 
+/// The operator installed on a test server, not yet running: the test can make objects
+/// the operator will find when it starts.
+pub(crate) struct Prepared {
+    /// The server.
+    pub(crate) env: TestEnv,
+    /// A client acting as the administrator (the tests' own requests).
+    pub(crate) admin: kube::Client,
+    client: kube::Client,
+    operator: Operator,
+}
+
+impl Prepared {
+    /// Installs `operator` (its CRDs and RBAC) and creates the test namespaces.
+    pub(crate) async fn install(operator: Operator) -> anyhow::Result<Prepared> {
+        let env = TestEnv::start().await?;
+        let admin = env.client();
+        let client = kore_testenv::operator::install(&env, &operator, OPERATOR_NS).await?;
+        for ns in [NS, "other"] {
+            let namespaces: Api<Namespace> = Api::all(admin.clone());
+            namespaces
+                .create(
+                    &PostParams::default(),
+                    &Namespace {
+                        metadata: ObjectMeta {
+                            name: Some(ns.to_owned()),
+                            ..ObjectMeta::default()
+                        },
+                        ..Namespace::default()
+                    },
+                )
+                .await?;
+        }
+        Ok(Prepared {
+            env,
+            admin,
+            client,
+            operator,
+        })
+    }
+
+    /// Runs the sample-controller as the operator's ServiceAccount, under a manager with
+    /// leader election.
+    pub(crate) fn run(self, options: Options) -> anyhow::Result<Running> {
+        let lease = LeaseConfig::new(OPERATOR_NS, kore_sample_controller::NAME)
+            .lease_duration(Duration::from_secs(3))
+            .renew_deadline(Duration::from_secs(2))
+            .retry_period(Duration::from_millis(200));
+        let mut manager = Manager::builder(self.client)
+            .leader_election(lease)
+            .handle_signals(false)
+            .build();
+        let metrics = Metrics::new();
+        metrics.register(manager.registry_mut());
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        kore_sample_controller::register(&mut manager, &metrics, &options);
+        let stop = manager.shutdown_handle();
+        let task = tokio::spawn(manager.run());
+        Ok(Running {
+            env: self.env,
+            admin: self.admin,
+            operator: self.operator,
+            registry,
+            stop,
+            task,
+        })
+    }
+}
+
 /// The operator running against a test server.
 pub(crate) struct Running {
     /// The server.
@@ -54,47 +123,7 @@ impl Running {
     /// Installs `operator` (the sample-controller's rules with other CRDs, say) and runs
     /// the sample-controller under it.
     pub(crate) async fn start_as(operator: Operator, options: Options) -> anyhow::Result<Running> {
-        let env = TestEnv::start().await?;
-        let admin = env.client();
-        let client = kore_testenv::operator::install(&env, &operator, OPERATOR_NS).await?;
-        for ns in [NS, "other"] {
-            let namespaces: Api<Namespace> = Api::all(admin.clone());
-            namespaces
-                .create(
-                    &PostParams::default(),
-                    &Namespace {
-                        metadata: ObjectMeta {
-                            name: Some(ns.to_owned()),
-                            ..ObjectMeta::default()
-                        },
-                        ..Namespace::default()
-                    },
-                )
-                .await?;
-        }
-        let lease = LeaseConfig::new(OPERATOR_NS, kore_sample_controller::NAME)
-            .lease_duration(Duration::from_secs(3))
-            .renew_deadline(Duration::from_secs(2))
-            .retry_period(Duration::from_millis(200));
-        let mut manager = Manager::builder(client)
-            .leader_election(lease)
-            .handle_signals(false)
-            .build();
-        let metrics = Metrics::new();
-        metrics.register(manager.registry_mut());
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        kore_sample_controller::register(&mut manager, &metrics, &options);
-        let stop = manager.shutdown_handle();
-        let task = tokio::spawn(manager.run());
-        Ok(Running {
-            env,
-            admin,
-            operator,
-            registry,
-            stop,
-            task,
-        })
+        Prepared::install(operator).await?.run(options)
     }
 
     /// Stops the operator and checks that it stopped cleanly.
@@ -205,14 +234,27 @@ impl Running {
     }
 
     /// Creates a Foo from JSON as a client would send it.
-    pub(crate) async fn create_foo(&self, ns: &str, body: Value) -> anyhow::Result<Foo> {
-        let mut body = body;
-        body["apiVersion"] = "samplecontroller.k8s.io/v1alpha1".into();
-        body["kind"] = "Foo".into();
+    pub(crate) async fn create_foo(&self, ns: &str, body: Value) -> anyhow::Result<Value> {
+        create_foo(&self.admin, ns, body).await
+    }
+
+    /// Waits until no reconcile has finished for 300 ms (the reconciles that earlier
+    /// changes caused have run out) and returns the reconcile count.
+    pub(crate) async fn settle(&self) -> anyhow::Result<f64> {
+        wait_for(WAIT, || async {
+            let before = self.reconciles();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            (self.reconciles() == before).then_some(before)
+        })
+        .await
+    }
+
+    /// The Foo `name` in the test namespace as JSON (whatever its shape).
+    pub(crate) async fn foo_json(&self, name: &str) -> anyhow::Result<Value> {
         let request = kube::core::Request::new(format!(
-            "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{ns}/foos"
+            "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{NS}/foos"
         ))
-        .create(&PostParams::default(), serde_json::to_vec(&body)?)?;
+        .get(name, &Default::default())?;
         Ok(self.admin.request(request).await?)
     }
 
@@ -254,4 +296,21 @@ pub(crate) fn replicas(d: &Deployment) -> Option<i32> {
 /// The available replicas of a Foo's status, if it has one.
 pub(crate) fn available(foo: &Foo) -> Option<i32> {
     foo.status.map(|s| s.available_replicas)
+}
+
+/// Creates a Foo from JSON as a client would send it (only the fields in `body`), and
+/// returns it as the server stored it.
+pub(crate) async fn create_foo(
+    admin: &kube::Client,
+    ns: &str,
+    body: Value,
+) -> anyhow::Result<Value> {
+    let mut body = body;
+    body["apiVersion"] = "samplecontroller.k8s.io/v1alpha1".into();
+    body["kind"] = "Foo".into();
+    let request = kube::core::Request::new(format!(
+        "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{ns}/foos"
+    ))
+    .create(&PostParams::default(), serde_json::to_vec(&body)?)?;
+    Ok(admin.request(request).await?)
 }
