@@ -17,12 +17,12 @@ use crate::apply::{apply, describe};
 type Progress = Result<String, String>;
 
 /// Applies the samples of `operators` and waits up to `timeout` for them to converge,
-/// printing each step. Returns whether everything converged.
+/// printing each step. Returns what did not converge (empty when everything did).
 pub(crate) async fn run(
     admin: &kube::Client,
     operators: &[Operator],
     timeout: Duration,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Vec<String>> {
     let started = tokio::time::Instant::now();
     let mut samples = Vec::new();
     for operator in operators {
@@ -34,7 +34,7 @@ pub(crate) async fn run(
     }
     if samples.is_empty() {
         println!("demo: the operators have no samples to apply");
-        return Ok(true);
+        return Ok(Vec::new());
     }
     let deadline = started + timeout;
     loop {
@@ -49,18 +49,22 @@ pub(crate) async fn run(
             for line in progress.into_iter().flatten() {
                 println!("  {line}");
             }
-            return Ok(true);
+            return Ok(Vec::new());
         }
         if tokio::time::Instant::now() >= deadline {
             println!("demo: did not converge within {timeout:?}:");
+            let mut missing = Vec::new();
             for p in progress {
                 match p {
                     Ok(line) => println!("  ok: {line}"),
-                    Err(why) => println!("  NOT CONVERGED: {why}"),
+                    Err(why) => {
+                        println!("  NOT CONVERGED: {why}");
+                        missing.push(why);
+                    }
                 }
             }
-            println!("  (the operators keep trying; see their logs above and `kubectl describe`)");
-            return Ok(false);
+            println!("  (the operators keep trying; see their logs and `kubectl describe`)");
+            return Ok(missing);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -167,4 +171,30 @@ async fn foo(admin: &kube::Client, ns: &str, name: &str) -> Progress {
         "{what}: Deployment {deployment_name} with {wanted} replica(s), owned by the Foo; status.availableReplicas={} (kore runs no pods)",
         status.available_replicas
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_operators_running_the_demo_says_what_did_not_converge_and_why()
+    -> anyhow::Result<()> {
+        let env = kore_testenv::TestEnv::start().await?;
+        let operators = crate::operators::all();
+        for operator in &operators {
+            crate::install::crds(&env.client(), operator).await?;
+        }
+        let missing = run(&env.client(), &operators, Duration::from_millis(200)).await?;
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert!(
+            missing[0].starts_with("ConfigMapSync demo-source/app-config: no Ready condition"),
+            "{missing:?}"
+        );
+        assert_eq!(
+            missing[1],
+            "Foo default/example-foo: no Deployment example-foo yet"
+        );
+        Ok(())
+    }
 }
