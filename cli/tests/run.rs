@@ -40,6 +40,8 @@ async fn kore_run_reconciles_a_foo_on_a_separate_api_server_with_leader_election
     .await
     .expect("the CRD is established");
 
+    let probes = free_port();
+    let probe_addr = format!("127.0.0.1:{probes}");
     let mut operator = kore()
         .arg("run")
         .arg("--kubeconfig")
@@ -50,12 +52,12 @@ async fn kore_run_reconciles_a_foo_on_a_separate_api_server_with_leader_election
             "--leader-election-namespace",
             "default",
             "--metrics-bind-address",
-            "127.0.0.1:0",
-            "--health-probe-bind-address",
             "0",
+            "--health-probe-bind-address",
+            &probe_addr,
         ])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .expect("kore run starts");
 
@@ -92,6 +94,75 @@ async fn kore_run_reconciles_a_foo_on_a_separate_api_server_with_leader_election
         operator.try_wait().expect("polled").is_none(),
         "kore run still runs"
     );
+
+    // The probes and the metrics are served where the flag says.
+    let ready = http_get(&probe_addr, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let metrics = http_get(&probe_addr, "/metrics").await;
+    assert!(
+        metrics.contains("controller_runtime_reconcile_total{")
+            && metrics.contains("leader_election_master_status"),
+        "{metrics}"
+    );
+
+    // SIGTERM stops it cleanly and gives the Lease up.
+    let pid = operator.id().expect("running").to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::time::timeout(CONVERGE, operator.wait())
+        .await
+        .expect("kore run stops after SIGTERM")
+        .expect("waited");
+    assert!(status.success(), "{status:?}");
+    let lease = leases
+        .get("sample-controller")
+        .await
+        .expect("the Lease stays");
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_none_or(|h| h.is_empty()),
+        "the Lease was released"
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        if let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await {
+            stream
+                .write_all(
+                    format!("GET {path} HTTP/1.1\r\nHost: kore\r\nConnection: close\r\n\r\n")
+                        .as_bytes(),
+                )
+                .await
+                .expect("request sent");
+            let mut text = String::new();
+            stream
+                .read_to_string(&mut text)
+                .await
+                .expect("response read");
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nothing serves {addr}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -69,6 +69,10 @@ async fn kore_up_demo_converges_prints_it_and_stops_on_ctrl_c() {
         .expect("waited");
     assert!(status.success(), "{status:?}\n{}", kore.output());
     let output = kore.output();
+    assert!(
+        !output.to_lowercase().contains("forbidden"),
+        "an operator was denied something its RBAC should grant:\n{output}"
+    );
     for operator in ["configmap-sync", "sample-controller"] {
         assert!(
             output.contains(&format!("released the lease lease={operator}")),
