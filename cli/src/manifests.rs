@@ -20,7 +20,7 @@ pub(crate) struct ManifestsArgs {
     /// Write nothing; fail listing the files that differ, are missing or are stale.
     #[arg(long)]
     check: bool,
-    /// The operators' container image (default: ghcr.io/kore-dev/kore:<this version>).
+    /// The operators' container image (default: ghcr.io/kore-dev/kore:VERSION, this build's version).
     #[arg(long)]
     image: Option<String>,
     /// The operators' namespace.
