@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use kore_apiserver::server::{ApiServer, Config};
+use kore_operator::Operator;
 use kore_operator::manifests::DEFAULT_NAMESPACE;
 use kore_runtime::Manager;
 use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
@@ -52,33 +53,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", args.serve.listen))?;
 
     let admin = kube::Client::new(server.router(), "default");
-    install::namespace(&admin, DEFAULT_NAMESPACE).await?;
-    let mut managers: JoinSet<(&'static str, Result<(), kore_runtime::manager::Error>)> =
-        JoinSet::new();
-    let mut stops: Vec<ShutdownHandle> = Vec::new();
-    let mut operators = Vec::new();
-    for known in KNOWN {
-        let operator = (known.operator)();
-        let client = install::operator(&admin, server.router(), &operator, DEFAULT_NAMESPACE)
-            .await
-            .with_context(|| format!("installing {}", known.name))?;
-        let mut manager = Manager::builder(client)
-            .leader_election(
-                // One process per server: a fixed identity lets a restart on the same data
-                // directory take its Lease back at once instead of waiting for it to expire.
-                LeaseConfig::new(DEFAULT_NAMESPACE, known.name).identity("kore-up"),
-            )
-            .graceful_shutdown_timeout(OPERATOR_GRACE)
-            .handle_signals(false)
-            .build();
-        let metrics = Metrics::new();
-        metrics.register(manager.registry_mut());
-        (known.register)(&mut manager, &metrics, None);
-        stops.push(manager.shutdown_handle());
-        let name = known.name;
-        managers.spawn(async move { (name, manager.run().await) });
-        operators.push(operator);
-    }
+    let mut running = Running::start(&admin, server.router(), DEFAULT_NAMESPACE).await?;
 
     ApiServer::write_kubeconfig(&endpoint, &args.serve.kubeconfig)
         .with_context(|| format!("writing {}", args.serve.kubeconfig.display()))?;
@@ -99,37 +74,30 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!("  kubectl get namespaces");
     println!();
 
+    let operators = running.operators.clone();
     let outcome = tokio::select! {
         result = async {
             if args.demo {
-                crate::demo::run(&admin, &operators, Duration::from_secs(args.demo_timeout)).await?;
+                let timeout = Duration::from_secs(args.demo_timeout);
+                crate::demo::run(&admin, &operators, timeout).await?;
             }
             println!("Press Ctrl-C to stop.");
             Ok::<_, anyhow::Error>(())
         } => result,
-        Some(ended) = managers.join_next() => Err(ended_early(ended)),
+        e = running.failed() => Err(e),
     };
     let outcome = match outcome {
         Ok(()) => tokio::select! {
             () = wait_for_signal() => Ok(()),
-            Some(ended) = managers.join_next() => Err(ended_early(ended)),
+            e = running.failed() => Err(e),
         },
         Err(e) => Err(e),
     };
 
     tracing::info!("shutting down: operators, then the server; a second signal aborts");
-    for stop in &stops {
-        stop.shutdown();
-    }
     tokio::select! {
         () = async {
-            while let Some(ended) = managers.join_next().await {
-                match ended {
-                    Ok((name, Err(e))) => tracing::warn!(operator = name, error = %e, "stopped with an error"),
-                    Ok((name, Ok(()))) => tracing::info!(operator = name, "stopped"),
-                    Err(e) => tracing::warn!(error = %e, "an operator task failed"),
-                }
-            }
+            running.stop().await;
             server.shutdown().await;
         } => {}
         () = wait_for_signal() => {
@@ -140,13 +108,129 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     outcome
 }
 
+/// How a manager's task ended: the operator's name and what `run` returned.
+type Ended = (&'static str, Result<(), kore_runtime::manager::Error>);
+
+/// Every known operator running in this process, each in its own manager.
+pub(crate) struct Running {
+    /// Their descriptions, in start order.
+    pub(crate) operators: Vec<Operator>,
+    managers: JoinSet<Ended>,
+    stops: Vec<ShutdownHandle>,
+}
+
+impl Running {
+    /// Installs every known operator on the server behind `router` (namespace, CRDs, RBAC)
+    /// and starts each in a manager that acts as its ServiceAccount, leader-elected on a
+    /// Lease in `namespace`.
+    pub(crate) async fn start(
+        admin: &kube::Client,
+        router: axum::Router,
+        namespace: &str,
+    ) -> anyhow::Result<Running> {
+        install::namespace(admin, namespace).await?;
+        let mut running = Running {
+            operators: Vec::new(),
+            managers: JoinSet::new(),
+            stops: Vec::new(),
+        };
+        for known in KNOWN {
+            let operator = (known.operator)();
+            let client = install::operator(admin, router.clone(), &operator, namespace)
+                .await
+                .with_context(|| format!("installing {}", known.name))?;
+            let mut manager = Manager::builder(client)
+                .leader_election(
+                    // One process per server: a fixed identity lets a restart on the same
+                    // data directory take its Lease back at once instead of waiting for it
+                    // to expire.
+                    LeaseConfig::new(namespace, known.name).identity("kore-up"),
+                )
+                .graceful_shutdown_timeout(OPERATOR_GRACE)
+                .handle_signals(false)
+                .build();
+            let metrics = Metrics::new();
+            metrics.register(manager.registry_mut());
+            (known.register)(&mut manager, &metrics, None);
+            running.stops.push(manager.shutdown_handle());
+            let name = known.name;
+            running
+                .managers
+                .spawn(async move { (name, manager.run().await) });
+            running.operators.push(operator);
+        }
+        Ok(running)
+    }
+
+    /// Resolves when a manager stops without being asked to, with why.
+    pub(crate) async fn failed(&mut self) -> anyhow::Error {
+        match self.managers.join_next().await {
+            Some(ended) => ended_early(ended),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Asks every manager to stop gracefully and waits until they have.
+    pub(crate) async fn stop(mut self) {
+        for stop in &self.stops {
+            stop.shutdown();
+        }
+        while let Some(ended) = self.managers.join_next().await {
+            match ended {
+                Ok((name, Err(e))) => {
+                    tracing::warn!(operator = name, error = %e, "stopped with an error");
+                }
+                Ok((name, Ok(()))) => tracing::info!(operator = name, "stopped"),
+                Err(e) => tracing::warn!(error = %e, "an operator task failed"),
+            }
+        }
+    }
+}
+
 /// The error of a manager that stopped before it was asked to.
-fn ended_early(
-    ended: Result<(&'static str, Result<(), kore_runtime::manager::Error>), tokio::task::JoinError>,
-) -> anyhow::Error {
+fn ended_early(ended: Result<Ended, tokio::task::JoinError>) -> anyhow::Error {
     match ended {
         Ok((name, Ok(()))) => anyhow::anyhow!("operator {name} stopped unexpectedly"),
         Ok((name, Err(e))) => anyhow::Error::new(e).context(format!("operator {name} failed")),
         Err(e) => anyhow::Error::new(e).context("an operator task failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Secret;
+
+    #[tokio::test]
+    async fn each_operator_acts_as_its_service_account_and_is_never_denied() -> anyhow::Result<()> {
+        let env = kore_testenv::TestEnv::start().await?;
+        let admin = env.client();
+        let running = Running::start(&admin, env.server().router(), "ops").await?;
+        let missing = crate::demo::run(&admin, &running.operators, Duration::from_secs(20)).await?;
+        assert!(missing.is_empty(), "{missing:?}");
+        running.stop().await;
+        for operator in crate::operators::all() {
+            kore_testenv::operator::assert_no_denials(&env, &operator, "ops")?;
+            let report = kore_testenv::operator::privileges(&env, &operator, "ops")?;
+            assert!(
+                report.used.iter().any(|p| p.resource == "leases"),
+                "{} ran as its ServiceAccount, leader-elected: {report:?}",
+                operator.name
+            );
+        }
+        // The identity is not the administrator's: what the RBAC does not grant is refused.
+        let client = install::operator(
+            &admin,
+            env.server().router(),
+            &crate::operators::all()[0],
+            "ops",
+        )
+        .await?;
+        let secrets: kube::Api<Secret> = kube::Api::namespaced(client, "ops");
+        match secrets.list(&Default::default()).await {
+            Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
+            other => panic!("listing secrets must be forbidden: {other:?}"),
+        }
+        Ok(())
     }
 }
