@@ -104,6 +104,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     let names: Vec<&'static str> = chosen.iter().map(|k| k.name).collect();
+    require_crds(&client, &chosen).await?;
     let mut builder = Manager::builder(client);
     let leader_elect = args.leader_elect || !args.no_leader_elect;
     if leader_elect {
@@ -135,6 +136,45 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     tracing::info!(operators = %names.join(","), namespace = ?args.namespace, "running");
     manager.run().await.context("the manager stopped")
+}
+
+/// Fails, naming what to install, unless the server serves every CRD of `operators`
+/// (checked through discovery, which every authenticated user may read). Without it the
+/// controllers would only log list errors forever.
+async fn require_crds(client: &kube::Client, operators: &[&'static Known]) -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    for known in operators {
+        for crd in (known.operator)().crds {
+            let Some(version) = crd.spec.versions.iter().find(|v| v.served) else {
+                continue;
+            };
+            let gvk = kube::core::GroupVersionKind::gvk(
+                &crd.spec.group,
+                &version.name,
+                &crd.spec.names.kind,
+            );
+            match kube::discovery::pinned_kind(client, &gvk).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    missing.push(crd.metadata.name.unwrap_or_default());
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "checking that {}/{} is served",
+                            crd.spec.group, version.name
+                        )
+                    });
+                }
+            }
+        }
+    }
+    anyhow::ensure!(
+        missing.is_empty(),
+        "the server does not serve the CRDs {}: install them first (kubectl apply -f deploy/crds/)",
+        missing.join(", ")
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -180,3 +180,29 @@ async fn an_unknown_operator_name_is_refused_with_the_known_ones() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kore_run_without_the_crds_installed_says_which_to_install() {
+    let server = Process::start("apiserver", &[]).await;
+    let out = kore()
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .output()
+        .await
+        .expect("kore runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "does not serve the CRDs configmapsyncs.sync.kore.dev, foos.samplecontroller.k8s.io"
+        ) && stderr.contains("kubectl apply -f deploy/crds/"),
+        "{stderr}"
+    );
+}
