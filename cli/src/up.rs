@@ -75,23 +75,19 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!();
 
     let operators = running.operators.clone();
-    let outcome = tokio::select! {
-        result = async {
-            if args.demo {
-                let timeout = Duration::from_secs(args.demo_timeout);
-                crate::demo::run(&admin, &operators, timeout).await?;
-            }
-            println!("Press Ctrl-C to stop.");
-            Ok::<_, anyhow::Error>(())
-        } => result,
-        e = running.failed() => Err(e),
+    let demo = async {
+        if args.demo {
+            let timeout = Duration::from_secs(args.demo_timeout);
+            crate::demo::run(&admin, &operators, timeout).await?;
+        }
+        println!("Press Ctrl-C to stop.");
+        // Serve until a signal or a failure; the demo ends the process only by failing.
+        std::future::pending::<anyhow::Result<()>>().await
     };
-    let outcome = match outcome {
-        Ok(()) => tokio::select! {
-            () = wait_for_signal() => Ok(()),
-            e = running.failed() => Err(e),
-        },
-        Err(e) => Err(e),
+    let outcome = tokio::select! {
+        result = demo => result,
+        () = wait_for_signal() => Ok(()),
+        e = running.failed() => Err(e),
     };
 
     tracing::info!("shutting down: operators, then the server; a second signal aborts");
