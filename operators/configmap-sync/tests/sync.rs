@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_configmap_sync::reconcile::{
     REASON_CONFLICT, REASON_DESTINATION_NOT_FOUND, REASON_INVALID_SPEC, REASON_SOURCE_NOT_FOUND,
     REASON_SYNCED,
@@ -37,44 +36,10 @@ const OPERATOR_NS: &str = "kore-system";
 // ---------------------------------------------------------------------------------------
 // Harness
 
-/// Creates the operator's namespace, CRDs (waiting until Established) and RBAC, and returns a
-/// client acting as its ServiceAccount.
+/// Installs the operator (CRDs, generated RBAC) and returns a client acting as its
+/// ServiceAccount.
 async fn install(env: &TestEnv) -> anyhow::Result<kube::Client> {
-    let op = kore_configmap_sync::operator();
-    let admin = env.client();
-    let pp = PostParams::default();
-    create_namespace(&admin, OPERATOR_NS, &[]).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in &op.crds {
-        crds.create(&pp, crd).await?;
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        wait_for(WAIT, || async {
-            let crd = crds.get(&name).await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await?;
-    }
-    let rbac = kore_operator::manifests::rbac(&op, OPERATOR_NS);
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.service_account)
-        .await?;
-    Api::all(admin.clone())
-        .create(&pp, &rbac.cluster_role)
-        .await?;
-    Api::all(admin.clone())
-        .create(&pp, &rbac.cluster_role_binding)
-        .await?;
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.role)
-        .await?;
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.role_binding)
-        .await?;
-    env.service_account_client(OPERATOR_NS, NAME).await
+    kore_testenv::operator::install(env, &kore_configmap_sync::operator(), OPERATOR_NS).await
 }
 
 /// The operator running in a Manager with leader election.
@@ -163,13 +128,29 @@ impl Fixture {
         Ok(())
     }
 
-    /// Stops the operator and checks that it was never denied and used every permission.
+    /// Stops the operator and checks that it was never refused a request.
     async fn finish(mut self) -> anyhow::Result<()> {
         if let Some(r) = self.running.take() {
             r.stop().await?;
         }
-        let _ = &self.env;
-        Ok(())
+        kore_testenv::operator::assert_no_denials(
+            &self.env,
+            &kore_configmap_sync::operator(),
+            OPERATOR_NS,
+        )
+    }
+
+    /// Stops the operator and checks that it was never refused a request and used every
+    /// permission its RBAC grants.
+    async fn finish_least_privilege(mut self) -> anyhow::Result<()> {
+        if let Some(r) = self.running.take() {
+            r.stop().await?;
+        }
+        kore_testenv::operator::assert_least_privilege(
+            &self.env,
+            &kore_configmap_sync::operator(),
+            OPERATOR_NS,
+        )
     }
 
     fn syncs(&self, ns: &str) -> Api<ConfigMapSync> {
@@ -945,6 +926,72 @@ async fn with_a_namespace_option_only_that_namespace_is_watched() -> anyhow::Res
     f.finish().await
 }
 
+/// The whole life of a ConfigMapSync, which between them needs every permission in the
+/// operator's RBAC: afterwards nothing granted is unused and nothing was refused.
+#[tokio::test]
+async fn one_lifecycle_uses_every_permission_the_rbac_grants_and_nothing_else() -> anyhow::Result<()>
+{
+    let f = Fixture::start().await?;
+    for ns in ["src", "a", "b"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    let mut s = spec("src", "app");
+    s.destination_namespaces = vec!["a".into(), "b".into()];
+    f.create_sync("src", "sync", s).await?;
+    f.wait_copy("a", "app", &[("v", "1")]).await?;
+    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.wait_ready("src", "sync", REASON_SYNCED).await?;
+
+    // Updates of copies.
+    f.configmaps("src")
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await?;
+    f.wait_copy("a", "app", &[("v", "2")]).await?;
+
+    // An event, and its repeat counted on it.
+    for v in ["3", "4"] {
+        f.configmaps("src")
+            .delete("app", &DeleteParams::default())
+            .await?;
+        f.wait_ready("src", "sync", REASON_SOURCE_NOT_FOUND).await?;
+        f.source("src", "app", &[("v", v)]).await?;
+        f.wait_copy("a", "app", &[("v", v)]).await?;
+        f.wait_ready("src", "sync", REASON_SYNCED).await?;
+    }
+    wait_for(WAIT, || async {
+        let events = f
+            .events("src", "sync", REASON_SOURCE_NOT_FOUND)
+            .await
+            .ok()?;
+        (events.first()?.series.as_ref()?.count == 2).then_some(())
+    })
+    .await?;
+
+    // A deletion of a copy, then of the ConfigMapSync.
+    f.patch_spec("src", "sync", json!({"destinationNamespaces": ["a"]}))
+        .await?;
+    f.wait_gone("b", "app").await?;
+    f.syncs("src")
+        .delete("sync", &DeleteParams::default())
+        .await?;
+    f.wait_gone("a", "app").await?;
+    wait_for(WAIT, || async {
+        f.syncs("src")
+            .get_opt("sync")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    f.finish_least_privilege().await
+}
+
 // ---------------------------------------------------------------------------------------
 // The schema
 
@@ -1007,6 +1054,19 @@ async fn the_crd_rejects_specs_that_can_never_work() -> anyhow::Result<()> {
             json!({"sourceNamespace": "a", "destinationNamespace": "b", "configMapName": "app", "conflictPolicy": "Overwrite"}),
             "spec.conflictPolicy",
         ),
+        // The CEL rules: the source as its own destination, and no destination at all.
+        (
+            json!({"sourceNamespace": "a", "destinationNamespace": "a", "configMapName": "app"}),
+            "spec.destinationNamespace",
+        ),
+        (
+            json!({"sourceNamespace": "a", "destinationNamespaces": ["b", "a"], "configMapName": "app"}),
+            "spec.destinationNamespaces",
+        ),
+        (
+            json!({"sourceNamespace": "a", "configMapName": "app"}),
+            "spec",
+        ),
     ] {
         let status = rejected(&admin, spec.clone()).await?;
         assert_eq!(status.code, 422, "{spec}: {status:?}");
@@ -1020,6 +1080,26 @@ async fn the_crd_rejects_specs_that_can_never_work() -> anyhow::Result<()> {
             fields.iter().any(|f| f == field),
             "{spec}: causes {fields:?}"
         );
+    }
+    // The same rules hold on update: a valid ConfigMapSync cannot be turned into one that
+    // names its source as destination.
+    let api: Api<ConfigMapSync> = Api::namespaced(admin.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &ConfigMapSync::new("ok", ConfigMapSyncSpec::new("a", "app", "b")),
+    )
+    .await?;
+    let err = api
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"destinationNamespace": "a"}})),
+        )
+        .await
+        .expect_err("the rule holds on update");
+    match err {
+        kube::Error::Api(status) => assert_eq!(status.code, 422, "{status:?}"),
+        other => anyhow::bail!("expected 422, got {other}"),
     }
     Ok(())
 }
