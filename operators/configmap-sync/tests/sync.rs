@@ -121,10 +121,15 @@ impl Fixture {
     }
 
     async fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop().await?;
+        self.running = Some(Running::start(self.operator.clone(), &Options::default()));
+        Ok(())
+    }
+
+    async fn stop(&mut self) -> anyhow::Result<()> {
         if let Some(r) = self.running.take() {
             r.stop().await?;
         }
-        self.running = Some(Running::start(self.operator.clone(), &Options::default()));
         Ok(())
     }
 
@@ -739,6 +744,41 @@ async fn a_missing_destination_namespace_is_reported_and_synced_once_it_exists()
 
 /// (event type, object name) of each watch event seen.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+#[tokio::test]
+async fn copies_of_a_configmapsync_deleted_while_the_operator_was_down_are_removed()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    for ns in ["src", "dst"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    f.create_sync("src", "sync", ConfigMapSyncSpec::new("src", "app", "dst"))
+        .await?;
+    f.wait_copy("dst", "app", &[("v", "1")]).await?;
+    f.wait_ready("src", "sync", REASON_SYNCED).await?;
+
+    // While the operator is down, the ConfigMapSync goes without its finalizer running.
+    f.stop().await?;
+    f.syncs("src")
+        .patch(
+            "sync",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    f.syncs("src")
+        .delete("sync", &DeleteParams::default())
+        .await?;
+    assert!(f.syncs("src").get_opt("sync").await?.is_none());
+    assert!(f.configmaps("dst").get_opt("app").await?.is_some());
+
+    // Back up, it finds the copy marked with an owner that no longer exists, and removes it.
+    f.restart().await?;
+    f.wait_gone("dst", "app").await?;
+    f.configmaps("src").get("app").await?;
+    f.finish().await
+}
 
 /// Every watch event of one kind in one namespace, from a resourceVersion on.
 fn record<K>(api: Api<K>, from: String) -> (Seen, JoinHandle<()>)
