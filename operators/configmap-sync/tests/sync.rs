@@ -780,6 +780,58 @@ async fn copies_of_a_configmapsync_deleted_while_the_operator_was_down_are_remov
     f.finish().await
 }
 
+#[tokio::test]
+async fn the_samples_applied_in_order_converge() -> anyhow::Result<()> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let f = Fixture::start().await?;
+    let samples = kore_configmap_sync::operator().samples;
+    for sample in &samples {
+        let obj: DynamicObject = serde_json::from_value(sample.clone())?;
+        let types = obj
+            .types
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("a sample without apiVersion/kind"))?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let ar = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(f.admin.clone(), ns, &ar),
+            None => Api::all_with(f.admin.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await?;
+    }
+    let sync = samples
+        .iter()
+        .find(|s| s["kind"] == "ConfigMapSync")
+        .ok_or_else(|| anyhow::anyhow!("no ConfigMapSync sample"))?;
+    let (ns, name) = (
+        sync["metadata"]["namespace"].as_str().unwrap_or_default(),
+        sync["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let converged = f.wait_ready(ns, name, REASON_SYNCED).await?;
+    let dest = converged
+        .spec
+        .destination_namespace
+        .clone()
+        .unwrap_or_default();
+    let source = f
+        .configmaps(ns)
+        .get(&converged.spec.config_map_name)
+        .await?;
+    let pairs: Vec<(String, String)> = source
+        .data
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    f.wait_copy(&dest, converged.spec.target_name(), &pairs)
+        .await?;
+    f.finish().await
+}
+
 /// Every watch event of one kind in one namespace, from a resourceVersion on.
 fn record<K>(api: Api<K>, from: String) -> (Seen, JoinHandle<()>)
 where
