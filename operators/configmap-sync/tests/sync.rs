@@ -832,6 +832,86 @@ async fn the_samples_applied_in_order_converge() -> anyhow::Result<()> {
     f.finish().await
 }
 
+/// The walkthrough a new user follows, with kubectl over HTTPS, the operator also talking
+/// to the server through its socket.
+#[tokio::test]
+async fn the_kubectl_walkthrough_works_over_a_real_socket() -> anyhow::Result<()> {
+    let Some(program) = kore_testenv::kubectl::kubectl_or_skip() else {
+        return Ok(());
+    };
+    let env = TestEnv::builder().tcp().start().await?;
+    install(&env).await?;
+    let operator = env.service_account_socket_client(OPERATOR_NS, NAME).await?;
+    let running = Running::start(operator, &Options::default());
+    let kubectl = kore_testenv::kubectl::Kubectl::for_env(program, &env);
+    kubectl.ok(&["create", "namespace", "team-a"]).await;
+    kubectl.ok(&["create", "namespace", "team-b"]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--from-literal=greeting=hello",
+        ])
+        .await;
+    let manifest = kubectl.file(
+        "sync.yaml",
+        "apiVersion: sync.kore.dev/v1alpha1\n\
+         kind: ConfigMapSync\n\
+         metadata:\n  name: app-config\n  namespace: team-a\n\
+         spec:\n  sourceNamespace: team-a\n  destinationNamespace: team-b\n  configMapName: app-config\n",
+    );
+    kubectl.ok(&["apply", "-f", &manifest]).await;
+    let copy = || async {
+        kubectl
+            .run(&[
+                "get",
+                "configmap",
+                "app-config",
+                "-n",
+                "team-b",
+                "-o",
+                "jsonpath={.data.greeting}",
+            ])
+            .await
+            .stdout
+    };
+    wait_for(WAIT, || async { (copy().await == "hello").then_some(()) }).await?;
+    wait_for(WAIT, || async {
+        let table = kubectl.run(&["get", "cms", "-n", "team-a"]).await.stdout;
+        (table.contains("READY") && table.contains("True")).then_some(())
+    })
+    .await?;
+
+    kubectl
+        .ok(&[
+            "patch",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"greeting":"hi"}}"#,
+        ])
+        .await;
+    wait_for(WAIT, || async { (copy().await == "hi").then_some(()) }).await?;
+
+    // kubectl waits for the finalizer: when it returns, the copy is gone.
+    kubectl
+        .ok(&["delete", "configmapsync", "app-config", "-n", "team-a"])
+        .await;
+    let gone = kubectl
+        .run(&["get", "configmap", "app-config", "-n", "team-b"])
+        .await;
+    assert!(!gone.status.success(), "{gone:?}");
+    running.stop().await?;
+    kore_testenv::operator::assert_no_denials(&env, &kore_configmap_sync::operator(), OPERATOR_NS)
+}
+
 /// Every watch event of one kind in one namespace, from a resourceVersion on.
 fn record<K>(api: Api<K>, from: String) -> (Seen, JoinHandle<()>)
 where
