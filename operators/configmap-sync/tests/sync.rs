@@ -325,10 +325,16 @@ fn ready(
         .ok_or_else(|| anyhow::anyhow!("no Ready condition"))
 }
 
+/// A spec copying `source_ns/name` to no destination yet (the test adds them).
 fn spec(source_ns: &str, name: &str) -> ConfigMapSyncSpec {
     ConfigMapSyncSpec {
+        source_namespace: source_ns.to_owned(),
+        config_map_name: name.to_owned(),
         destination_namespace: None,
-        ..ConfigMapSyncSpec::new(source_ns, name, "unused")
+        destination_namespaces: Vec::new(),
+        namespace_selector: None,
+        destination_name: None,
+        conflict_policy: None,
     }
 }
 
