@@ -228,6 +228,7 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
     let synced = run.events(NS, "steady", REASON_SYNCED).await.0;
 
     // Changes that need nothing done: a label on the Foo, an annotation on the Deployment.
+    // Each is awaited before the next, so the queue cannot fold them into one reconcile.
     run.foos()
         .patch(
             "steady",
@@ -235,6 +236,11 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
             &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
         )
         .await?;
+    wait_for(WAIT, || async {
+        (run.reconciles() > settled).then_some(())
+    })
+    .await?;
+    let after_foo = run.settle().await?;
     run.deployments()
         .patch(
             "steady",
@@ -243,9 +249,10 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
         )
         .await?;
     wait_for(WAIT, || async {
-        (run.reconciles() >= settled + 2.0).then_some(())
+        (run.reconciles() > after_foo).then_some(())
     })
     .await?;
+    run.settle().await?;
 
     assert_eq!(run.writes(), writes, "a reconcile in step wrote");
     assert_eq!(run.events(NS, "steady", REASON_SYNCED).await.0, synced);
