@@ -10,6 +10,8 @@ use common::{NS, Running, WAIT, available, replicas};
 use k8s_openapi::api::apps::v1::Deployment;
 use kore_sample_controller::Options;
 use kore_sample_controller::reconcile::{MESSAGE_SYNCED, REASON_RESOURCE_EXISTS, REASON_SYNCED};
+use std::time::Duration;
+
 use kore_testenv::wait_for;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -279,6 +281,48 @@ async fn the_operator_confined_to_a_namespace_leaves_the_others_alone() -> anyho
     run.wait_foo("here", |f| available(f) == Some(0)).await?;
     let others: kube::Api<Deployment> = kube::Api::namespaced(run.admin.clone(), "other");
     assert!(others.get_opt("elsewhere").await?.is_none());
+    run.assert_no_denials()?;
+    run.stop().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foo_blocked_by_another_deployment_backs_off_instead_of_spinning() -> anyhow::Result<()> {
+    let run = Running::start(Options::default()).await?;
+    let foreign: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "taken", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                         "spec": {"containers": [{"name": "web", "image": "httpd"}]}},
+        },
+    }))?;
+    run.deployments()
+        .create(&PostParams::default(), &foreign)
+        .await?;
+    run.create_foo(
+        NS,
+        json!({"metadata": {"name": "blocked"},
+               "spec": {"deploymentName": "taken", "replicas": 1}}),
+    )
+    .await?;
+    wait_for(WAIT, || async {
+        (run.events(NS, "blocked", REASON_RESOURCE_EXISTS).await.0 >= 1).then_some(())
+    })
+    .await?;
+
+    // A minute of (paused) time: the retries back off exponentially from 5 ms, so they
+    // number about log2(60 s / 5 ms) ≈ 14, not thousands.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let reconciles = run.reconciles();
+    assert!(
+        (5.0..=20.0).contains(&reconciles),
+        "{reconciles} reconciles in a minute"
+    );
+    let (events, _) = run.events(NS, "blocked", REASON_RESOURCE_EXISTS).await;
+    assert!(
+        f64::from(events) <= reconciles,
+        "{events} events for {reconciles} reconciles"
+    );
     run.assert_no_denials()?;
     run.stop().await
 }
