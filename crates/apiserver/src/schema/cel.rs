@@ -1195,6 +1195,24 @@ mod tests {
                 json!({"name": "abc"}),
                 none.clone(),
             ),
+            // optionals and the lists extension
+            (
+                "self.labels.?team.orValue('none') == 'none'",
+                json!({"labels": {}}),
+                none.clone(),
+            ),
+            (
+                "self.destinationNamespaces.distinct().size() == self.destinationNamespaces.size()",
+                json!({"destinationNamespaces": ["a", "b", "a"]}),
+                failed(
+                    "self.destinationNamespaces.distinct().size() == self.destinationNamespaces.size()",
+                ),
+            ),
+            (
+                "self.destinationNamespaces.join(',') == 'a,b'",
+                json!({"destinationNamespaces": ["a", "b"]}),
+                none.clone(),
+            ),
             // int-or-string, escaped names
             (
                 "type(self.port) == int ? self.port > 0 : self.port.endsWith('%')",
