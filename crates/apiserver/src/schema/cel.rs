@@ -29,11 +29,15 @@
 //! boolean fails when it runs, not when the CRD is created), cost estimation and budgets,
 //! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
 
+mod check;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+
+use self::check::{Checker, Kind, Ty};
 use cel::objects::{Key, Map as CelMap, OptionalValue};
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
 use serde_json::{Map, Value};
@@ -238,13 +242,18 @@ fn compile_one(
         errs.push(FieldError::required(rule_at, "rule is not specified"));
         return None;
     }
-    let program = match compile_expression(source, node, place.root, optional_old_self) {
+    let program = match compile_expression(source, node, place.root, optional_old_self, Kind::Bool)
+    {
         Ok(p) => p,
-        Err(why) => {
+        Err(e) => {
+            let why = match e {
+                CompileError::Issues(issues) => format!("compilation failed: {issues}"),
+                CompileError::WrongKind => "cel expression must evaluate to a bool".to_string(),
+            };
             errs.push(FieldError::invalid(
                 rule_at,
                 Value::String(source.to_string()),
-                format!("compilation failed: {why}"),
+                why,
             ));
             return None;
         }
@@ -275,13 +284,19 @@ fn compile_one(
             ));
             None
         }
-        Some(m) => match compile_expression(m, node, place.root, optional_old_self) {
+        Some(m) => match compile_expression(m, node, place.root, optional_old_self, Kind::String) {
             Ok(p) => Some(p),
-            Err(why) => {
+            Err(e) => {
+                let why = match e {
+                    CompileError::Issues(issues) => {
+                        format!("messageExpression compilation failed: {issues}")
+                    }
+                    CompileError::WrongKind => "must evaluate to a string".to_string(),
+                };
                 errs.push(FieldError::invalid(
                     format!("{at}.messageExpression"),
                     Value::String(m.to_string()),
-                    format!("messageExpression compilation failed: {why}"),
+                    why,
                 ));
                 None
             }
@@ -302,19 +317,31 @@ fn compile_one(
     })
 }
 
-/// Parses `source` and checks its references against the node's schema.
+/// Why an expression was refused.
+enum CompileError {
+    /// Parse or check issues, already printed with positions.
+    Issues(String),
+    /// The expression is known to give another kind than the one needed.
+    WrongKind,
+}
+
+/// Parses `source` and checks it against the node's schema; `want` is the kind its value
+/// must have (a bool for rules, a string for message expressions).
 fn compile_expression(
     source: &str,
     node: &Structural,
     root: bool,
     optional_old_self: Option<bool>,
-) -> Result<Program, String> {
+    want: Kind,
+) -> Result<Program, CompileError> {
     let program = ENV.compile(source).map_err(|errs| {
-        errs.errors
-            .iter()
-            .map(|e| caret(source, e.pos.0, e.pos.1, &e.msg))
-            .collect::<Vec<_>>()
-            .join("\n")
+        CompileError::Issues(
+            errs.errors
+                .iter()
+                .map(|e| caret(source, e.pos.0, e.pos.1, &e.msg))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
     })?;
     let mut checker = Checker {
         source,
@@ -324,12 +351,14 @@ fn compile_expression(
         scope: Vec::new(),
         errors: Vec::new(),
     };
-    checker.expr(program.expression());
-    if checker.errors.is_empty() {
-        Ok(program)
-    } else {
-        Err(checker.errors.join("\n"))
+    let ty = checker.expr(program.expression());
+    if !checker.errors.is_empty() {
+        return Err(CompileError::Issues(checker.errors.join("\n")));
     }
+    if ty.kind().is_some_and(|k| k != want) {
+        return Err(CompileError::WrongKind);
+    }
+    Ok(program)
 }
 
 /// An error at 1-based `line`/`col` of `source`, printed as Kubernetes prints CEL issues.
@@ -343,246 +372,6 @@ fn caret(source: &str, line: isize, col: isize, msg: &str) -> String {
         let _ = write!(out, "\n | {text}\n | {}^", ".".repeat(dots));
     }
     out
-}
-
-/// What the checker knows of an expression's type.
-#[derive(Clone, Copy)]
-enum Ty<'s> {
-    /// A value described by this schema node (`true` at the schema root).
-    Node(&'s Structural, bool),
-    /// The root `metadata`: only `name` and `generateName`.
-    Meta,
-    /// Anything (no check).
-    Dyn,
-}
-
-/// Idents that are not variables: type names and function namespaces.
-const KNOWN_IDENTS: [&str; 19] = [
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-    "optional",
-    "strings",
-    "lists",
-    "math",
-    "base64",
-    "cel",
-    "sets",
-    "google",
-];
-
-struct Checker<'s, 'p> {
-    source: &'s str,
-    program: &'p Program,
-    self_ty: Ty<'s>,
-    old_self_optional: bool,
-    /// Comprehension variables in scope, with what is known of them.
-    scope: Vec<(String, Ty<'s>)>,
-    errors: Vec<String>,
-}
-
-impl<'s> Checker<'s, '_> {
-    fn error_at(&mut self, e: &IdedExpr, msg: &str) {
-        let (line, col) = self
-            .program
-            .source_info()
-            .offset_for(e.id)
-            .map(|(start, _)| line_col(self.source, start as usize))
-            .unwrap_or((1, 1));
-        self.errors.push(caret(self.source, line, col, msg));
-    }
-
-    fn expr(&mut self, e: &IdedExpr) -> Ty<'s> {
-        match &e.expr {
-            Expr::Ident(name) => {
-                if let Some((_, t)) = self.scope.iter().rev().find(|(n, _)| n == name) {
-                    return *t;
-                }
-                match name.as_str() {
-                    "self" => self.self_ty,
-                    "oldSelf" if self.old_self_optional => Ty::Dyn,
-                    "oldSelf" => self.self_ty,
-                    n if n.starts_with('@') || KNOWN_IDENTS.contains(&n) => Ty::Dyn,
-                    n => {
-                        self.error_at(
-                            e,
-                            &format!("undeclared reference to '{n}' (in container '')"),
-                        );
-                        Ty::Dyn
-                    }
-                }
-            }
-            Expr::Select(sel) => {
-                let operand = self.expr(&sel.operand);
-                self.select(e, operand, &sel.field)
-            }
-            Expr::Call(call) => {
-                if let Some(t) = &call.target {
-                    self.expr(t);
-                }
-                for a in &call.args {
-                    self.expr(a);
-                }
-                if call.func_name == "_[_]"
-                    && let [target, _] = call.args.as_slice()
-                {
-                    // Indexing a list or a map: the items / values keep their schema.
-                    return match self.peek(target) {
-                        Ty::Node(s, _) => element(s),
-                        _ => Ty::Dyn,
-                    };
-                }
-                Ty::Dyn
-            }
-            Expr::Comprehension(c) => {
-                let range = self.expr(&c.iter_range);
-                self.expr(&c.accu_init);
-                let iter_ty = match range {
-                    Ty::Node(s, _) if s.ty == Some(JsonType::Array) => element(s),
-                    _ => Ty::Dyn,
-                };
-                let mark = self.scope.len();
-                match &c.iter_var2 {
-                    // Two-variable form: index/key and value.
-                    Some(v2) => {
-                        self.scope.push((c.iter_var.clone(), Ty::Dyn));
-                        let value_ty = match range {
-                            Ty::Node(s, _) => element(s),
-                            _ => Ty::Dyn,
-                        };
-                        self.scope.push((v2.clone(), value_ty));
-                    }
-                    None => self.scope.push((c.iter_var.clone(), iter_ty)),
-                }
-                self.scope.push((c.accu_var.clone(), Ty::Dyn));
-                self.expr(&c.loop_cond);
-                self.expr(&c.loop_step);
-                self.expr(&c.result);
-                self.scope.truncate(mark);
-                Ty::Dyn
-            }
-            Expr::List(l) => {
-                for x in &l.elements {
-                    self.expr(x);
-                }
-                Ty::Dyn
-            }
-            Expr::Map(m) => {
-                for entry in &m.entries {
-                    if let EntryExpr::MapEntry(me) = &entry.expr {
-                        self.expr(&me.key);
-                        self.expr(&me.value);
-                    }
-                }
-                Ty::Dyn
-            }
-            Expr::Struct(s) => {
-                for entry in &s.entries {
-                    match &entry.expr {
-                        EntryExpr::StructField(f) => {
-                            self.expr(&f.value);
-                        }
-                        EntryExpr::MapEntry(me) => {
-                            self.expr(&me.key);
-                            self.expr(&me.value);
-                        }
-                    }
-                }
-                Ty::Dyn
-            }
-            Expr::Literal(_) | Expr::Unspecified => Ty::Dyn,
-        }
-    }
-
-    /// The type of an expression already checked, without reporting again.
-    fn peek(&mut self, e: &IdedExpr) -> Ty<'s> {
-        let errors = self.errors.len();
-        let t = self.expr(e);
-        self.errors.truncate(errors);
-        t
-    }
-
-    fn select(&mut self, e: &IdedExpr, operand: Ty<'s>, field: &str) -> Ty<'s> {
-        let (s, root) = match operand {
-            Ty::Dyn => return Ty::Dyn,
-            Ty::Meta => {
-                if field == "name" || field == "generateName" {
-                    return Ty::Dyn;
-                }
-                self.error_at(e, &format!("undefined field '{field}'"));
-                return Ty::Dyn;
-            }
-            Ty::Node(s, root) => (s, root),
-        };
-        if (root || s.embedded) && matches!(field, "apiVersion" | "kind") {
-            return Ty::Dyn;
-        }
-        if (root || s.embedded) && field == "metadata" {
-            return Ty::Meta;
-        }
-        if let Some((_, p)) = s
-            .properties
-            .iter()
-            .find(|(name, _)| escape(name).as_deref() == Some(field))
-        {
-            return Ty::Node(p, false);
-        }
-        if let Additional::Schema(a) = &s.additional {
-            return Ty::Node(a, false);
-        }
-        if s.preserve_unknown || s.int_or_string || matches!(s.additional, Additional::Bool(true)) {
-            return Ty::Dyn;
-        }
-        match s.ty {
-            Some(JsonType::Object) => {
-                self.error_at(e, &format!("undefined field '{field}'"));
-            }
-            Some(
-                t @ (JsonType::String | JsonType::Integer | JsonType::Number | JsonType::Boolean),
-            ) => {
-                let name = cel_type_name(t);
-                self.error_at(
-                    e,
-                    &format!("type '{name}' does not support field selection"),
-                );
-            }
-            Some(JsonType::Array) => {
-                self.error_at(e, "type 'list' does not support field selection");
-            }
-            None => {}
-        }
-        Ty::Dyn
-    }
-}
-
-/// The schema of a list's items or a map's values.
-fn element(s: &Structural) -> Ty<'_> {
-    if let Some(items) = s.items.as_deref() {
-        return Ty::Node(items, false);
-    }
-    if let Additional::Schema(a) = &s.additional {
-        return Ty::Node(a, false);
-    }
-    Ty::Dyn
-}
-
-fn cel_type_name(t: JsonType) -> &'static str {
-    match t {
-        JsonType::String => "string",
-        JsonType::Integer => "int",
-        JsonType::Number => "double",
-        JsonType::Boolean => "bool",
-        JsonType::Array => "list",
-        JsonType::Object => "map",
-    }
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `source`.
@@ -1415,11 +1204,11 @@ mod tests {
             got[0].contains("evaluating rule: self.replicas / 0 == 1"),
             "{got:?}"
         );
-        // A result that is not a bool fails the rule.
-        let s = spec_schema(props(), json!([{"rule": "self.replicas"}]));
+        // A result that is not a bool (possible with int-or-string) fails the rule.
+        let s = spec_schema(props(), json!([{"rule": "self.port"}]));
         assert_eq!(
-            run(&s, json!({"replicas": 1}), None),
-            ["spec: Invalid value: \"object\": failed rule: self.replicas"]
+            run(&s, json!({"port": "x"}), None),
+            ["spec: Invalid value: \"object\": failed rule: self.port"]
         );
     }
 
