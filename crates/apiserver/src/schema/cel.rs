@@ -5,9 +5,9 @@
 //! `lists` extensions, `matches`). kore adds what Kubernetes layers on top of it:
 //!
 //! - **Compiling** ([`compile`]), once per CRD version when the schema is parsed: each rule
-//!   and `messageExpression` is parsed, and field selections on `self` and `oldSelf` are
-//!   checked against the schema (`undefined field 'foo'`, `type 'string' does not support
-//!   field selection`), as are unknown identifiers. Errors name
+//!   and `messageExpression` is parsed and checked against the schema by `check`
+//!   (`undefined field 'foo'`, `undeclared reference to 'x'`, `found no matching overload
+//!   for '_+_' applied to '(string, int)'`, `cel expression must evaluate to a bool`). Errors name
 //!   `<node>.x-kubernetes-validations[i].rule` and read `compilation failed: ERROR:
 //!   <input>:1:6: ...`, with the source line and a caret, as Kubernetes prints them. The
 //!   compiled programs live in the [`Structural`] tree, so requests never parse a rule.
@@ -25,8 +25,8 @@
 //!   `messageExpression`, or `failed rule: <rule>`. An evaluation error (`no such key`, a
 //!   type mismatch) is a cause too, never a panic.
 //!
-//! Not done (see `docs/design/crd-schema.md`): a full static type check (a rule that is not
-//! boolean fails when it runs, not when the CRD is created), cost estimation and budgets,
+//! Not done (see `docs/design/crd-schema.md`): a full static type check (what `check` cannot
+//! type fails when it runs, not when the CRD is created), cost estimation and budgets,
 //! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
 
 mod check;
