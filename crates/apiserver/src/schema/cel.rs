@@ -31,6 +31,7 @@
 
 mod check;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, LazyLock};
@@ -38,7 +39,11 @@ use std::sync::{Arc, LazyLock};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
 use self::check::{Checker, Kind, Ty};
-use cel::objects::{Key, Map as CelMap, OptionalValue};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelOptional, CelString,
+    CelUInt,
+};
+use cel::common::value::Val;
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
 use serde_json::{Map, Value};
 
@@ -442,8 +447,7 @@ const RESERVED: [&str; 21] = [
 
 /// The CEL name of property `name`, as Kubernetes escapes it; `None` when it cannot be
 /// reached from CEL.
-pub(crate) fn escape(name: &str) -> Option<std::borrow::Cow<'_, str>> {
-    use std::borrow::Cow;
+pub(crate) fn escape(name: &str) -> Option<Cow<'_, str>> {
     if RESERVED.contains(&name) {
         return Some(Cow::Owned(format!("__{name}__")));
     }
@@ -518,29 +522,27 @@ fn normalize_field_path(node: &Structural, fp: &str) -> Result<String, String> {
     Ok(segments.join("."))
 }
 
-/// Converts a node's value to CEL, as its schema types it. `root` marks the schema root
-/// (whose `metadata` shows only `name` and `generateName`).
-pub(crate) fn to_cel(s: &Structural, v: &Value, root: bool) -> Cel {
+/// Converts a node's value to CEL, as its schema types it, borrowing its strings. `root`
+/// marks the schema root (whose `metadata` shows only `name` and `generateName`).
+pub(crate) fn to_val<'v>(s: &Structural, v: &'v Value, root: bool) -> Box<dyn Val + 'v> {
     match v {
-        Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
         Value::Number(n) => {
             let float = s.ty == Some(JsonType::Number);
             match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) if !float => Cel::Int(i),
-                (None, Some(u)) if !float => Cel::UInt(u),
-                _ => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+                (Some(i), _) if !float => Box::new(CelInt::from(i)),
+                (None, Some(u)) if !float => Box::new(CelUInt::from(u)),
+                _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
             }
         }
-        Value::String(st) => Cel::String(Arc::new(st.clone())),
+        Value::String(st) => Box::new(CelString::from(st.as_str())),
         Value::Array(items) => {
-            let list = match s.items.as_deref() {
-                Some(is) => items.iter().map(|x| to_cel(is, x, false)).collect(),
-                None => items.iter().map(|x| to_cel(&UNTYPED, x, false)).collect(),
-            };
-            Cel::List(Arc::new(list))
+            let is = s.items.as_deref().unwrap_or(&UNTYPED);
+            let list: Vec<Box<dyn Val + 'v>> = items.iter().map(|x| to_val(is, x, false)).collect();
+            Box::new(CelList::from(list))
         }
-        Value::Object(map) => object_to_cel(s, map, root),
+        Value::Object(map) => object_to_val(s, map, root),
     }
 }
 
@@ -550,9 +552,10 @@ static UNTYPED: LazyLock<Structural> = LazyLock::new(|| Structural {
     ..Structural::default()
 });
 
-fn object_to_cel(s: &Structural, map: &Map<String, Value>, root: bool) -> Cel {
-    let mut out: HashMap<Key, Cel> = HashMap::with_capacity(map.len());
+fn object_to_val<'v>(s: &Structural, map: &'v Map<String, Value>, root: bool) -> Box<dyn Val + 'v> {
+    let mut out: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = HashMap::with_capacity(map.len());
     let resource = root || s.embedded;
+    let key = |k: &'v str| CelMapKey::String(CelString::from(k));
     for (k, v) in map {
         if v.is_null() {
             continue;
@@ -560,33 +563,39 @@ fn object_to_cel(s: &Structural, map: &Map<String, Value>, root: bool) -> Cel {
         if resource {
             match k.as_str() {
                 "apiVersion" | "kind" => {
-                    out.insert(Key::from(k.as_str()), to_cel(&UNTYPED, v, false));
+                    out.insert(key(k), to_val(&UNTYPED, v, false));
                     continue;
                 }
                 "metadata" => {
-                    let mut meta: HashMap<Key, Cel> = HashMap::new();
+                    let mut meta: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = HashMap::new();
                     for f in ["name", "generateName"] {
                         if let Some(Value::String(x)) = v.get(f) {
-                            meta.insert(Key::from(f), Cel::String(Arc::new(x.clone())));
+                            meta.insert(key(f), Box::new(CelString::from(x.as_str())));
                         }
                     }
-                    out.insert(Key::from("metadata"), Cel::Map(CelMap::from(meta)));
+                    out.insert(key("metadata"), Box::new(CelMap::from(meta)));
                     continue;
                 }
                 _ => {}
             }
         }
         if let Some(ps) = s.declared_property(k) {
-            if let Some(name) = escape(k) {
-                out.insert(Key::from(name.into_owned()), to_cel(ps, v, false));
+            match escape(k) {
+                Some(Cow::Borrowed(_)) => {
+                    out.insert(key(k), to_val(ps, v, false));
+                }
+                Some(Cow::Owned(name)) => {
+                    out.insert(CelMapKey::from(name), to_val(ps, v, false));
+                }
+                None => {}
             }
         } else if let Additional::Schema(a) = &s.additional {
-            out.insert(Key::from(k.as_str()), to_cel(a, v, false));
+            out.insert(key(k), to_val(a, v, false));
         } else {
-            out.insert(Key::from(k.as_str()), to_cel(&UNTYPED, v, false));
+            out.insert(key(k), to_val(&UNTYPED, v, false));
         }
     }
-    Cel::Map(CelMap::from(out))
+    Box::new(CelMap::from(out))
 }
 
 /// The type name Kubernetes shows as the value of a failed rule (`"object"`, `"string"`,
@@ -600,24 +609,29 @@ fn type_shown(s: &Structural) -> Value {
 pub(crate) fn validate(schema: &Structural, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if schema.rules.is_some() || schema.subtree_rules {
-        walk(schema, new, old, &Path::Root, true, &mut errs);
+        walk(schema, new, old, (&Path::Root, true), false, &mut errs);
     }
     errs
 }
 
+/// Visits the nodes with rules below `s`. `unchanged` says an ancestor's value equals its old
+/// value: then only transition rules run (Kubernetes ratchets the others: a value an
+/// update leaves as it was is not checked again).
 fn walk(
     s: &Structural,
     v: &Value,
     old: Option<&Value>,
-    path: &Path,
-    root: bool,
+    at: (&Path, bool),
+    unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
+    let path = at.0;
     if v.is_null() {
         return;
     }
+    let unchanged = unchanged || old.is_some_and(|o| o == v);
     if let Some(rules) = s.rules.as_deref() {
-        evaluate(s, rules, v, old, path, root, errs);
+        evaluate(s, rules, v, old, at, unchanged, errs);
     }
     if !s.subtree_rules {
         return;
@@ -627,14 +641,14 @@ fn walk(
             for (k, ps) in &s.properties {
                 if let Some(cv) = map.get(k) {
                     let oc = old.and_then(|o| o.get(k));
-                    walk(ps, cv, oc, &Path::Field(path, k), false, errs);
+                    walk(ps, cv, oc, (&Path::Field(path, k), false), unchanged, errs);
                 }
             }
             if let Additional::Schema(a) = &s.additional {
                 for (k, cv) in map {
                     if s.declared_property(k).is_none() {
                         let oc = old.and_then(|o| o.get(k));
-                        walk(a, cv, oc, &Path::Field(path, k), false, errs);
+                        walk(a, cv, oc, (&Path::Field(path, k), false), unchanged, errs);
                     }
                 }
             }
@@ -646,7 +660,16 @@ fn walk(
             let old_items = old.and_then(Value::as_array).map(Vec::as_slice);
             for (i, item) in items.iter().enumerate() {
                 let oi = old_items.and_then(|o| correlate(&s.list_type, item, o));
-                walk(is, item, oi, &Path::Index(path, i), false, errs);
+                // Items of atomic lists have no old value, but an unchanged list has
+                // unchanged items.
+                walk(
+                    is,
+                    item,
+                    oi,
+                    (&Path::Index(path, i), false),
+                    unchanged,
+                    errs,
+                );
             }
         }
         _ => {}
@@ -670,32 +693,42 @@ fn evaluate(
     rules: &[Rule],
     v: &Value,
     old: Option<&Value>,
-    path: &Path,
-    root: bool,
+    (path, root): (&Path, bool),
+    unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
-    let mut self_val: Option<Cel> = None;
-    let mut old_val: Option<Cel> = None;
+    // One context per way `oldSelf` is bound (plain, or optional), built on first use and
+    // shared by the node's rules.
+    let mut plain: Option<Context<'_, '_>> = None;
+    let mut optional: Option<Context<'_, '_>> = None;
     for rule in rules {
         if rule.transition && old.is_none() && !rule.optional_old_self {
             continue;
         }
-        let this = self_val.get_or_insert_with(|| to_cel(s, v, root)).clone();
-        let mut ctx = Context::with_env(ENV.clone());
-        ctx.add_variable_from_value("self", this);
-        if rule.transition {
-            let prev = old.map(|o| old_val.get_or_insert_with(|| to_cel(s, o, root)).clone());
-            let bound = if rule.optional_old_self {
-                let opt = match prev {
-                    Some(p) => OptionalValue::of(p),
-                    None => OptionalValue::none(),
-                };
-                Cel::Opaque(Arc::new(opt))
-            } else {
-                prev.unwrap_or(Cel::Null)
-            };
-            ctx.add_variable_from_value("oldSelf", bound);
+        if unchanged && !rule.transition {
+            continue;
         }
+        let ctx = if rule.optional_old_self {
+            optional.get_or_insert_with(|| {
+                let mut ctx = Context::with_env(ENV.clone());
+                ctx.add_variable_as_val("self", to_val(s, v, root));
+                let prev = match old {
+                    Some(o) => CelOptional::of(to_val(s, o, root)),
+                    None => CelOptional::none(),
+                };
+                ctx.add_variable_as_val("oldSelf", Box::new(prev));
+                ctx
+            })
+        } else {
+            plain.get_or_insert_with(|| {
+                let mut ctx = Context::with_env(ENV.clone());
+                ctx.add_variable_as_val("self", to_val(s, v, root));
+                if let Some(o) = old {
+                    ctx.add_variable_as_val("oldSelf", to_val(s, o, root));
+                }
+                ctx
+            })
+        };
         let field = || {
             let base = path.render();
             let with_fp = match &rule.field_path {
@@ -708,13 +741,13 @@ fn evaluate(
                 with_fp
             }
         };
-        match rule.program.execute(&ctx) {
+        match rule.program.execute(ctx) {
             Ok(Cel::Bool(true)) => {}
             Ok(_) => {
                 let message = rule
                     .message_expression
                     .as_ref()
-                    .and_then(|m| match m.execute(&ctx) {
+                    .and_then(|m| match m.execute(ctx) {
                         Ok(Cel::String(text)) => {
                             let t = text.trim();
                             (!t.is_empty() && !t.contains('\n')).then(|| t.to_string())
@@ -1137,6 +1170,42 @@ mod tests {
         assert_eq!(
             run(&s, json!({"name": "b"}), Some(json!({"name": "a"}))),
             ["spec.name: Invalid value: \"string\": immutable"]
+        );
+    }
+
+    #[test]
+    fn rules_do_not_recheck_values_an_update_leaves_unchanged() {
+        let s = spec_schema(
+            props(),
+            json!([{"rule": "self.replicas < 3", "message": "too many"},
+                   {"rule": "self.replicas <= oldSelf.replicas", "message": "no growth"}]),
+        );
+        // Created before the rule, say: unchanged on update, so only the transition rule runs.
+        assert_eq!(
+            run(&s, json!({"replicas": 5}), Some(json!({"replicas": 5}))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(&s, json!({"replicas": 6}), Some(json!({"replicas": 5}))),
+            [
+                "spec: Invalid value: \"object\": too many",
+                "spec: Invalid value: \"object\": no growth"
+            ]
+        );
+        // Items of an unchanged atomic list are unchanged too.
+        let items = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string",
+                "x-kubernetes-validations": [{"rule": "self.size() < 3"}]}}}}}});
+        let s = Structural::from_json(&items, "s").expect("structural");
+        let tags = json!({"tags": ["long"]});
+        assert_eq!(
+            run(&s, tags.clone(), Some(tags.clone())),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(&s, json!({"tags": ["long", "x"]}), Some(tags)).len(),
+            1,
+            "a changed list is checked again"
         );
     }
 
