@@ -790,6 +790,27 @@ fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
         ExecutionError::NoSuchKey(k) => {
             format!("no such key: {k} evaluating rule: {}", rule.shown())
         }
+        // cel-go's words for the arithmetic and indexing errors.
+        ExecutionError::Overflow(..) => {
+            format!("integer overflow evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::DivisionByZero(_) => {
+            format!("division by zero evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::RemainderByZero(_) => {
+            format!("modulus by zero evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::IndexOutOfBounds(i) => {
+            let shown = match i {
+                Cel::Int(n) => n.to_string(),
+                Cel::UInt(n) => n.to_string(),
+                other => format!("{other:?}"),
+            };
+            format!(
+                "index out of bounds: {shown} evaluating rule: {}",
+                rule.shown()
+            )
+        }
         other => {
             let text = other.to_string();
             let mut chars = text.chars();
@@ -1266,13 +1287,42 @@ mod tests {
                 "spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: port"
             ]
         );
-        let s = spec_schema(props(), json!([{"rule": "self.replicas / 0 == 1"}]));
-        let got = run(&s, json!({"replicas": 1}), None);
-        assert_eq!(got.len(), 1);
-        assert!(
-            got[0].contains("evaluating rule: self.replicas / 0 == 1"),
-            "{got:?}"
-        );
+        let arithmetic = [
+            (
+                "self.replicas / 0 == 1",
+                json!({"replicas": 1}),
+                "division by zero",
+            ),
+            (
+                "self.replicas % 0 == 1",
+                json!({"replicas": 1}),
+                "modulus by zero",
+            ),
+            (
+                "self.replicas - 1 < 0",
+                json!({"replicas": i64::MIN}),
+                "integer overflow",
+            ),
+            (
+                "self.destinationNamespaces[3] == ''",
+                json!({"destinationNamespaces": []}),
+                "index out of bounds: 3",
+            ),
+            (
+                "self.name.substring(9) == ''",
+                json!({"name": "a"}),
+                "error executing function 'substring': index out of range: 9",
+            ),
+        ];
+        for (rule, spec, why) in arithmetic {
+            let s = spec_schema(props(), json!([{"rule": rule}]));
+            assert_eq!(
+                run(&s, spec, None),
+                [format!(
+                    "spec: Invalid value: \"object\": {why} evaluating rule: {rule}"
+                )]
+            );
+        }
         // A result that is not a bool (possible with int-or-string) fails the rule.
         let s = spec_schema(props(), json!([{"rule": "self.port"}]));
         assert_eq!(
