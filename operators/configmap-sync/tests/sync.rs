@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_configmap_sync::reconcile::{
     REASON_CONFLICT, REASON_DESTINATION_NOT_FOUND, REASON_INVALID_SPEC, REASON_SOURCE_NOT_FOUND,
     REASON_SYNCED,
@@ -37,44 +36,10 @@ const OPERATOR_NS: &str = "kore-system";
 // ---------------------------------------------------------------------------------------
 // Harness
 
-/// Creates the operator's namespace, CRDs (waiting until Established) and RBAC, and returns a
-/// client acting as its ServiceAccount.
+/// Installs the operator (CRDs, generated RBAC) and returns a client acting as its
+/// ServiceAccount.
 async fn install(env: &TestEnv) -> anyhow::Result<kube::Client> {
-    let op = kore_configmap_sync::operator();
-    let admin = env.client();
-    let pp = PostParams::default();
-    create_namespace(&admin, OPERATOR_NS, &[]).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in &op.crds {
-        crds.create(&pp, crd).await?;
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        wait_for(WAIT, || async {
-            let crd = crds.get(&name).await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await?;
-    }
-    let rbac = kore_operator::manifests::rbac(&op, OPERATOR_NS);
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.service_account)
-        .await?;
-    Api::all(admin.clone())
-        .create(&pp, &rbac.cluster_role)
-        .await?;
-    Api::all(admin.clone())
-        .create(&pp, &rbac.cluster_role_binding)
-        .await?;
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.role)
-        .await?;
-    Api::namespaced(admin.clone(), OPERATOR_NS)
-        .create(&pp, &rbac.role_binding)
-        .await?;
-    env.service_account_client(OPERATOR_NS, NAME).await
+    kore_testenv::operator::install(env, &kore_configmap_sync::operator(), OPERATOR_NS).await
 }
 
 /// The operator running in a Manager with leader election.
@@ -156,20 +121,41 @@ impl Fixture {
     }
 
     async fn restart(&mut self) -> anyhow::Result<()> {
-        if let Some(r) = self.running.take() {
-            r.stop().await?;
-        }
+        self.stop().await?;
         self.running = Some(Running::start(self.operator.clone(), &Options::default()));
         Ok(())
     }
 
-    /// Stops the operator and checks that it was never denied and used every permission.
+    async fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(r) = self.running.take() {
+            r.stop().await?;
+        }
+        Ok(())
+    }
+
+    /// Stops the operator and checks that it was never refused a request.
     async fn finish(mut self) -> anyhow::Result<()> {
         if let Some(r) = self.running.take() {
             r.stop().await?;
         }
-        let _ = &self.env;
-        Ok(())
+        kore_testenv::operator::assert_no_denials(
+            &self.env,
+            &kore_configmap_sync::operator(),
+            OPERATOR_NS,
+        )
+    }
+
+    /// Stops the operator and checks that it was never refused a request and used every
+    /// permission its RBAC grants.
+    async fn finish_least_privilege(mut self) -> anyhow::Result<()> {
+        if let Some(r) = self.running.take() {
+            r.stop().await?;
+        }
+        kore_testenv::operator::assert_least_privilege(
+            &self.env,
+            &kore_configmap_sync::operator(),
+            OPERATOR_NS,
+        )
     }
 
     fn syncs(&self, ns: &str) -> Api<ConfigMapSync> {
@@ -339,10 +325,16 @@ fn ready(
         .ok_or_else(|| anyhow::anyhow!("no Ready condition"))
 }
 
+/// A spec copying `source_ns/name` to no destination yet (the test adds them).
 fn spec(source_ns: &str, name: &str) -> ConfigMapSyncSpec {
     ConfigMapSyncSpec {
+        source_namespace: source_ns.to_owned(),
+        config_map_name: name.to_owned(),
         destination_namespace: None,
-        ..ConfigMapSyncSpec::new(source_ns, name, "unused")
+        destination_namespaces: Vec::new(),
+        namespace_selector: None,
+        destination_name: None,
+        conflict_policy: None,
     }
 }
 
@@ -759,6 +751,173 @@ async fn a_missing_destination_namespace_is_reported_and_synced_once_it_exists()
 /// (event type, object name) of each watch event seen.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
 
+#[tokio::test]
+async fn copies_of_a_configmapsync_deleted_while_the_operator_was_down_are_removed()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    for ns in ["src", "dst"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    f.create_sync("src", "sync", ConfigMapSyncSpec::new("src", "app", "dst"))
+        .await?;
+    f.wait_copy("dst", "app", &[("v", "1")]).await?;
+    f.wait_ready("src", "sync", REASON_SYNCED).await?;
+
+    // While the operator is down, the ConfigMapSync goes without its finalizer running.
+    f.stop().await?;
+    f.syncs("src")
+        .patch(
+            "sync",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    f.syncs("src")
+        .delete("sync", &DeleteParams::default())
+        .await?;
+    assert!(f.syncs("src").get_opt("sync").await?.is_none());
+    assert!(f.configmaps("dst").get_opt("app").await?.is_some());
+
+    // Back up, it finds the copy marked with an owner that no longer exists, and removes it.
+    f.restart().await?;
+    f.wait_gone("dst", "app").await?;
+    f.configmaps("src").get("app").await?;
+    f.finish().await
+}
+
+#[tokio::test]
+async fn the_samples_applied_in_order_converge() -> anyhow::Result<()> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let f = Fixture::start().await?;
+    let samples = kore_configmap_sync::operator().samples;
+    for sample in &samples {
+        let obj: DynamicObject = serde_json::from_value(sample.clone())?;
+        let types = obj
+            .types
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("a sample without apiVersion/kind"))?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let ar = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(f.admin.clone(), ns, &ar),
+            None => Api::all_with(f.admin.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await?;
+    }
+    let sync = samples
+        .iter()
+        .find(|s| s["kind"] == "ConfigMapSync")
+        .ok_or_else(|| anyhow::anyhow!("no ConfigMapSync sample"))?;
+    let (ns, name) = (
+        sync["metadata"]["namespace"].as_str().unwrap_or_default(),
+        sync["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let converged = f.wait_ready(ns, name, REASON_SYNCED).await?;
+    let dest = converged
+        .spec
+        .destination_namespace
+        .clone()
+        .unwrap_or_default();
+    let source = f
+        .configmaps(ns)
+        .get(&converged.spec.config_map_name)
+        .await?;
+    let pairs: Vec<(String, String)> = source
+        .data
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    f.wait_copy(&dest, converged.spec.target_name(), &pairs)
+        .await?;
+    f.finish().await
+}
+
+/// The walkthrough a new user follows, with kubectl over HTTPS, the operator also talking
+/// to the server through its socket.
+#[tokio::test]
+async fn the_kubectl_walkthrough_works_over_a_real_socket() -> anyhow::Result<()> {
+    let Some(program) = kore_testenv::kubectl::kubectl_or_skip() else {
+        return Ok(());
+    };
+    let env = TestEnv::builder().tcp().start().await?;
+    install(&env).await?;
+    let operator = env.service_account_socket_client(OPERATOR_NS, NAME).await?;
+    let running = Running::start(operator, &Options::default());
+    let kubectl = kore_testenv::kubectl::Kubectl::for_env(program, &env);
+    kubectl.ok(&["create", "namespace", "team-a"]).await;
+    kubectl.ok(&["create", "namespace", "team-b"]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--from-literal=greeting=hello",
+        ])
+        .await;
+    let manifest = kubectl.file(
+        "sync.yaml",
+        "apiVersion: sync.kore.dev/v1alpha1\n\
+         kind: ConfigMapSync\n\
+         metadata:\n  name: app-config\n  namespace: team-a\n\
+         spec:\n  sourceNamespace: team-a\n  destinationNamespace: team-b\n  configMapName: app-config\n",
+    );
+    kubectl.ok(&["apply", "-f", &manifest]).await;
+    let copy = || async {
+        kubectl
+            .run(&[
+                "get",
+                "configmap",
+                "app-config",
+                "-n",
+                "team-b",
+                "-o",
+                "jsonpath={.data.greeting}",
+            ])
+            .await
+            .stdout
+    };
+    wait_for(WAIT, || async { (copy().await == "hello").then_some(()) }).await?;
+    wait_for(WAIT, || async {
+        let table = kubectl.run(&["get", "cms", "-n", "team-a"]).await.stdout;
+        (table.contains("READY") && table.contains("True")).then_some(())
+    })
+    .await?;
+
+    kubectl
+        .ok(&[
+            "patch",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"greeting":"hi"}}"#,
+        ])
+        .await;
+    wait_for(WAIT, || async { (copy().await == "hi").then_some(()) }).await?;
+
+    // kubectl waits for the finalizer: when it returns, the copy is gone.
+    kubectl
+        .ok(&["delete", "configmapsync", "app-config", "-n", "team-a"])
+        .await;
+    let gone = kubectl
+        .run(&["get", "configmap", "app-config", "-n", "team-b"])
+        .await;
+    assert!(!gone.status.success(), "{gone:?}");
+    running.stop().await?;
+    kore_testenv::operator::assert_no_denials(&env, &kore_configmap_sync::operator(), OPERATOR_NS)
+}
+
 /// Every watch event of one kind in one namespace, from a resourceVersion on.
 fn record<K>(api: Api<K>, from: String) -> (Seen, JoinHandle<()>)
 where
@@ -945,6 +1104,72 @@ async fn with_a_namespace_option_only_that_namespace_is_watched() -> anyhow::Res
     f.finish().await
 }
 
+/// The whole life of a ConfigMapSync, which between them needs every permission in the
+/// operator's RBAC: afterwards nothing granted is unused and nothing was refused.
+#[tokio::test]
+async fn one_lifecycle_uses_every_permission_the_rbac_grants_and_nothing_else() -> anyhow::Result<()>
+{
+    let f = Fixture::start().await?;
+    for ns in ["src", "a", "b"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    let mut s = spec("src", "app");
+    s.destination_namespaces = vec!["a".into(), "b".into()];
+    f.create_sync("src", "sync", s).await?;
+    f.wait_copy("a", "app", &[("v", "1")]).await?;
+    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.wait_ready("src", "sync", REASON_SYNCED).await?;
+
+    // Updates of copies.
+    f.configmaps("src")
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await?;
+    f.wait_copy("a", "app", &[("v", "2")]).await?;
+
+    // An event, and its repeat counted on it.
+    for v in ["3", "4"] {
+        f.configmaps("src")
+            .delete("app", &DeleteParams::default())
+            .await?;
+        f.wait_ready("src", "sync", REASON_SOURCE_NOT_FOUND).await?;
+        f.source("src", "app", &[("v", v)]).await?;
+        f.wait_copy("a", "app", &[("v", v)]).await?;
+        f.wait_ready("src", "sync", REASON_SYNCED).await?;
+    }
+    wait_for(WAIT, || async {
+        let events = f
+            .events("src", "sync", REASON_SOURCE_NOT_FOUND)
+            .await
+            .ok()?;
+        (events.first()?.series.as_ref()?.count == 2).then_some(())
+    })
+    .await?;
+
+    // A deletion of a copy, then of the ConfigMapSync.
+    f.patch_spec("src", "sync", json!({"destinationNamespaces": ["a"]}))
+        .await?;
+    f.wait_gone("b", "app").await?;
+    f.syncs("src")
+        .delete("sync", &DeleteParams::default())
+        .await?;
+    f.wait_gone("a", "app").await?;
+    wait_for(WAIT, || async {
+        f.syncs("src")
+            .get_opt("sync")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    f.finish_least_privilege().await
+}
+
 // ---------------------------------------------------------------------------------------
 // The schema
 
@@ -1007,6 +1232,19 @@ async fn the_crd_rejects_specs_that_can_never_work() -> anyhow::Result<()> {
             json!({"sourceNamespace": "a", "destinationNamespace": "b", "configMapName": "app", "conflictPolicy": "Overwrite"}),
             "spec.conflictPolicy",
         ),
+        // The CEL rules: the source as its own destination, and no destination at all.
+        (
+            json!({"sourceNamespace": "a", "destinationNamespace": "a", "configMapName": "app"}),
+            "spec.destinationNamespace",
+        ),
+        (
+            json!({"sourceNamespace": "a", "destinationNamespaces": ["b", "a"], "configMapName": "app"}),
+            "spec.destinationNamespaces",
+        ),
+        (
+            json!({"sourceNamespace": "a", "configMapName": "app"}),
+            "spec",
+        ),
     ] {
         let status = rejected(&admin, spec.clone()).await?;
         assert_eq!(status.code, 422, "{spec}: {status:?}");
@@ -1020,6 +1258,26 @@ async fn the_crd_rejects_specs_that_can_never_work() -> anyhow::Result<()> {
             fields.iter().any(|f| f == field),
             "{spec}: causes {fields:?}"
         );
+    }
+    // The same rules hold on update: a valid ConfigMapSync cannot be turned into one that
+    // names its source as destination.
+    let api: Api<ConfigMapSync> = Api::namespaced(admin.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &ConfigMapSync::new("ok", ConfigMapSyncSpec::new("a", "app", "b")),
+    )
+    .await?;
+    let err = api
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"destinationNamespace": "a"}})),
+        )
+        .await
+        .expect_err("the rule holds on update");
+    match err {
+        kube::Error::Api(status) => assert_eq!(status.code, 422, "{status:?}"),
+        other => anyhow::bail!("expected 422, got {other}"),
     }
     Ok(())
 }

@@ -10,6 +10,8 @@ use common::{NS, Running, WAIT, available, replicas};
 use k8s_openapi::api::apps::v1::Deployment;
 use kore_sample_controller::Options;
 use kore_sample_controller::reconcile::{MESSAGE_SYNCED, REASON_RESOURCE_EXISTS, REASON_SYNCED};
+use std::time::Duration;
+
 use kore_testenv::wait_for;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -228,6 +230,7 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
     let synced = run.events(NS, "steady", REASON_SYNCED).await.0;
 
     // Changes that need nothing done: a label on the Foo, an annotation on the Deployment.
+    // Each is awaited before the next, so the queue cannot fold them into one reconcile.
     run.foos()
         .patch(
             "steady",
@@ -235,6 +238,11 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
             &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
         )
         .await?;
+    wait_for(WAIT, || async {
+        (run.reconciles() > settled).then_some(())
+    })
+    .await?;
+    let after_foo = run.settle().await?;
     run.deployments()
         .patch(
             "steady",
@@ -243,9 +251,10 @@ async fn a_reconcile_that_finds_everything_in_step_writes_nothing() -> anyhow::R
         )
         .await?;
     wait_for(WAIT, || async {
-        (run.reconciles() >= settled + 2.0).then_some(())
+        (run.reconciles() > after_foo).then_some(())
     })
     .await?;
+    run.settle().await?;
 
     assert_eq!(run.writes(), writes, "a reconcile in step wrote");
     assert_eq!(run.events(NS, "steady", REASON_SYNCED).await.0, synced);
@@ -272,6 +281,48 @@ async fn the_operator_confined_to_a_namespace_leaves_the_others_alone() -> anyho
     run.wait_foo("here", |f| available(f) == Some(0)).await?;
     let others: kube::Api<Deployment> = kube::Api::namespaced(run.admin.clone(), "other");
     assert!(others.get_opt("elsewhere").await?.is_none());
+    run.assert_no_denials()?;
+    run.stop().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foo_blocked_by_another_deployment_backs_off_instead_of_spinning() -> anyhow::Result<()> {
+    let run = Running::start(Options::default()).await?;
+    let foreign: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "taken", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                         "spec": {"containers": [{"name": "web", "image": "httpd"}]}},
+        },
+    }))?;
+    run.deployments()
+        .create(&PostParams::default(), &foreign)
+        .await?;
+    run.create_foo(
+        NS,
+        json!({"metadata": {"name": "blocked"},
+               "spec": {"deploymentName": "taken", "replicas": 1}}),
+    )
+    .await?;
+    wait_for(WAIT, || async {
+        (run.events(NS, "blocked", REASON_RESOURCE_EXISTS).await.0 >= 1).then_some(())
+    })
+    .await?;
+
+    // A minute of (paused) time: the retries back off exponentially from 5 ms, so they
+    // number about log2(60 s / 5 ms) ≈ 14, not thousands.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let reconciles = run.reconciles();
+    assert!(
+        (5.0..=20.0).contains(&reconciles),
+        "{reconciles} reconciles in a minute"
+    );
+    let (events, _) = run.events(NS, "blocked", REASON_RESOURCE_EXISTS).await;
+    assert!(
+        f64::from(events) <= reconciles,
+        "{events} events for {reconciles} reconciles"
+    );
     run.assert_no_denials()?;
     run.stop().await
 }

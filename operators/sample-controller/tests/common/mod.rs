@@ -46,7 +46,11 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// Installs `operator` (its CRDs and RBAC) and creates the test namespaces.
     pub(crate) async fn install(operator: Operator) -> anyhow::Result<Prepared> {
-        let env = TestEnv::start().await?;
+        Self::install_on(TestEnv::start().await?, operator).await
+    }
+
+    /// [`Prepared::install`] on a server of the test's making (over TCP, say).
+    pub(crate) async fn install_on(env: TestEnv, operator: Operator) -> anyhow::Result<Prepared> {
         let admin = env.client();
         let client = kore_testenv::operator::install(&env, &operator, OPERATOR_NS).await?;
         for ns in [NS, "other"] {
