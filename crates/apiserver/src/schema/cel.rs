@@ -617,6 +617,25 @@ pub(crate) fn validate(schema: &Structural, new: &Value, old: Option<&Value>) ->
 /// Visits the nodes with rules below `s`. `unchanged` says an ancestor's value equals its old
 /// value: then only transition rules run (Kubernetes ratchets the others: a value an
 /// update leaves as it was is not checked again).
+/// [`validate`] of a value that is not an object (a `default`), with error fields under
+/// `base` (`<nil>` becomes `base` itself). Transition rules do not run.
+pub(crate) fn validate_with_base(
+    schema: &Structural,
+    value: &Value,
+    base: &str,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    walk(schema, value, None, (&Path::Root, false), false, &mut errs);
+    for e in &mut errs {
+        e.field = if e.field == "<nil>" {
+            base.to_string()
+        } else {
+            join_path(base, &e.field)
+        };
+    }
+    errs
+}
+
 fn walk(
     s: &Structural,
     v: &Value,
@@ -1227,6 +1246,25 @@ mod tests {
             run(&s, json!({"tags": ["long", "x"]}), Some(tags)).len(),
             1,
             "a changed list is checked again"
+        );
+    }
+
+    #[test]
+    fn defaults_must_pass_the_rules_of_their_node() {
+        let schema = |default: Value| {
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "mode": {"type": "string", "default": default,
+                    "x-kubernetes-validations": [{"rule": "self.startsWith('m-')", "message": "mode starts with m-"}]},
+                "window": {"type": "object", "default": {"from": 5, "to": 1},
+                    "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}},
+                    "x-kubernetes-validations": [{"rule": "self.from <= self.to", "message": "from before to"}]}}}}})
+        };
+        assert_eq!(
+            compile_errors(schema(json!("fast"))),
+            [
+                "s.properties[spec].properties[mode].default: Invalid value: \"string\": mode starts with m-",
+                "s.properties[spec].properties[window].default: Invalid value: \"object\": from before to",
+            ]
         );
     }
 
