@@ -30,6 +30,7 @@
 //! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
 
 mod check;
+mod library;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -60,6 +61,9 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     }
     if let Err(e) = env.add_extension(cel::extensions::lists) {
         tracing::error!(error = %e, "the CEL lists extension did not register");
+    }
+    if let Err(e) = env.add_extension(library::kubernetes) {
+        tracing::error!(error = %e, "kore's Kubernetes CEL functions did not register");
     }
     Arc::new(env)
 });
@@ -1073,6 +1077,42 @@ mod tests {
             (
                 "self.destinationNamespaces.join(',') == 'a,b'",
                 json!({"destinationNamespaces": ["a", "b"]}),
+                none.clone(),
+            ),
+            // Kubernetes' list and regex functions
+            (
+                "self.ports.map(p, p.port).isSorted()",
+                json!({"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]}),
+                none.clone(),
+            ),
+            (
+                "self.destinationNamespaces.isSorted()",
+                json!({"destinationNamespaces": ["b", "a"]}),
+                failed("self.destinationNamespaces.isSorted()"),
+            ),
+            (
+                "self.ports.map(p, p.port).sum() <= 10",
+                json!({"ports": [{"name": "a", "port": 4}, {"name": "b", "port": 7}]}),
+                failed("self.ports.map(p, p.port).sum() <= 10"),
+            ),
+            (
+                "[1.5, 2.5].sum() == 4.0 && [].sum() == 0",
+                json!({}),
+                none.clone(),
+            ),
+            (
+                "self.ports.map(p, p.port).min() == 2 && self.ports.map(p, p.port).max() == 9",
+                json!({"ports": [{"name": "a", "port": 9}, {"name": "b", "port": 2}]}),
+                none.clone(),
+            ),
+            (
+                "self.destinationNamespaces.indexOf('b') == 1 && self.destinationNamespaces.lastIndexOf('a') == 2 && self.destinationNamespaces.indexOf('z') == -1",
+                json!({"destinationNamespaces": ["a", "b", "a"]}),
+                none.clone(),
+            ),
+            (
+                "self.name.find('[0-9]+') == '42' && self.name.findAll('[a-z]') == ['a', 'b'] && self.name.findAll('[a-z]', 1) == ['a']",
+                json!({"name": "a42b"}),
                 none.clone(),
             ),
             // int-or-string, escaped names
