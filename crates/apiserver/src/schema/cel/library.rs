@@ -168,7 +168,11 @@ fn position<'b, 'v>(
         .iter()
         .enumerate()
         .filter(|(_, x)| x.equals(wanted.as_ref()));
-    let index = if last { found.last() } else { found.next() };
+    let index = if last {
+        found.next_back()
+    } else {
+        found.next()
+    };
     let index = index.map_or(-1, |(i, _)| i64::try_from(i).unwrap_or(i64::MAX));
     Ok(CowVal::owned(CelInt::from(index)))
 }
