@@ -8,7 +8,10 @@
 //! [`TestEnv::client`] is the administrator (`system:masters`, never checked by RBAC). To prove
 //! that an operator's Roles and bindings suffice, run it with
 //! [`TestEnv::service_account_client`] instead: every request is then authorized by RBAC
-//! exactly as the ServiceAccount's would be on a cluster, 403s included.
+//! exactly as the ServiceAccount's would be on a cluster, 403s included;
+//! [`operator::install`] sets an operator up that way from its own description, and
+//! [`operator::assert_least_privilege`] then checks that its RBAC grants nothing it did not
+//! use.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -24,6 +27,7 @@
 //! ```
 
 pub mod kubectl;
+pub mod operator;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -85,7 +89,7 @@ impl Builder {
 
     /// Starts the server.
     pub async fn start(self) -> anyhow::Result<TestEnv> {
-        let mut config = self.config;
+        let mut config = self.config.record_authorizations(true);
         if let Some(dir) = &self.data_dir {
             config = config.data_dir(dir);
         }

@@ -468,7 +468,7 @@ async fn a_non_structural_schema_is_rejected_with_the_reasons() {
         .filter_map(|c| c["field"].as_str())
         .collect();
     assert!(
-        fields.contains(&"spec.versions[0].schema.openAPIV3Schema.properties[spec].type"),
+        fields.contains(&"spec.validation.openAPIV3Schema.properties[spec].type"),
         "{}",
         a.body
     );

@@ -7,11 +7,14 @@
 //! - [`sa_token`]: the key that signs ServiceAccount tokens (JWTs) and checks presented ones.
 //! - [`rbac`]: request attributes, rule matching and the RBAC index that decides requests.
 //! - [`policy`]: the default cluster policy created at startup.
+//! - [`audit`]: a tally of RBAC decisions per user and permission, for tests that prove least
+//!   privilege.
 //! - [`escalation`]: which permissions a Role or binding would grant that its writer lacks.
 //!
 //! The HTTP middleware that applies all this to requests is `http/authz.rs`. Secret files are written with mode 0600 through
 //! a temporary file and a rename, so a crash never leaves a half-written key behind.
 
+pub mod audit;
 pub mod escalation;
 pub mod kubeconfig;
 pub mod policy;

@@ -116,6 +116,9 @@ pub(crate) async fn authorize(
     if !is_master(&user) {
         let attrs = attributes(req.method(), req.uri());
         let decision = app.rbac.snapshot().authorize(&user, &attrs);
+        if let Some(log) = &app.authorizations {
+            log.record(&user.name, &attrs, decision.allowed);
+        }
         if !decision.allowed {
             return forbidden(&user.name, &attrs, &decision.reason).into_response();
         }
@@ -126,6 +129,9 @@ pub(crate) async fn authorize(
             .is_some_and(|v| v.starts_with("application/apply-patch"));
         if let Some(create) = creates_through_update(&app, &attrs, apply) {
             let decision = app.rbac.snapshot().authorize(&user, &create);
+            if let Some(log) = &app.authorizations {
+                log.record(&user.name, &create, decision.allowed);
+            }
             if !decision.allowed {
                 return forbidden(&user.name, &create, &decision.reason).into_response();
             }

@@ -87,6 +87,8 @@ pub struct App {
     pub signer: Arc<crate::auth::sa_token::TokenSigner>,
     /// The RBAC authorizer.
     pub rbac: Arc<crate::auth::rbac::RbacIndex>,
+    /// The tally of RBAC decisions, when recording is on.
+    pub authorizations: Option<Arc<crate::auth::audit::AuthorizationLog>>,
 }
 
 impl std::fmt::Debug for App {

@@ -17,6 +17,7 @@
 //! Field paths and messages are those of Kubernetes 1.32 (`spec.list[2].name`; map values
 //! as `spec.labels.key`); `docs/design/crd-schema.md` lists where kore differs.
 
+mod cel;
 mod default;
 mod format;
 mod prune;
@@ -121,6 +122,10 @@ pub struct Structural {
     pub(crate) subtree_defaults: bool,
     /// Value validations; `None` when the node has none (the common case for objects).
     pub(crate) checks: Option<Box<validate::Checks>>,
+    /// Compiled `x-kubernetes-validations`; `None` when the node has none.
+    pub(crate) rules: Option<std::sync::Arc<[cel::Rule]>>,
+    /// Whether a node below this one has rules (evaluation skips subtrees without).
+    pub(crate) subtree_rules: bool,
 }
 
 impl Structural {
@@ -192,6 +197,11 @@ impl Structural {
         self.default.as_ref()
     }
 
+    /// Whether this node or any node below it has CEL rules (`x-kubernetes-validations`).
+    pub fn has_rules(&self) -> bool {
+        self.rules.is_some() || self.subtree_rules
+    }
+
     /// The names of the declared `properties`, sorted.
     pub fn property_names(&self) -> impl Iterator<Item = &str> {
         self.properties.iter().map(|(k, _)| k.as_str())
@@ -219,4 +229,33 @@ pub fn apply_defaults(schema: &Structural, object: &mut Value) {
 /// the schema says of it (name, generateName); ObjectMeta rules are the strategy's.
 pub fn validate(schema: &Structural, object: &Value) -> Vec<FieldError> {
     validate::validate_with_base(schema, object, "")
+}
+
+/// Evaluates the CEL rules (`x-kubernetes-validations`) of the schema on `object`; `old` is
+/// the stored object on update (transition rules, those mentioning `oldSelf`, run only then).
+/// Run after [`validate`] found nothing that blocks it (see [`blocks_rules`]). One error per
+/// failed rule, at the node's path (plus the rule's `fieldPath`).
+pub fn validate_rules(schema: &Structural, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    cel::validate(schema, object, old)
+}
+
+/// When schema validation found an error of a kind that makes rules meaningless (a wrong
+/// type, a missing required field, an unsupported value, a value too long or a list too
+/// big), Kubernetes skips the rules and adds this error instead; `None` when rules may run.
+pub fn blocks_rules(errs: &[FieldError]) -> Option<FieldError> {
+    use crate::registry::validation::FieldErrorKind as K;
+    errs.iter()
+        .any(|e| {
+            matches!(
+                e.kind,
+                K::NotSupported | K::Required | K::TooLong | K::TooMany | K::TypeInvalid
+            )
+        })
+        .then(|| {
+            FieldError::invalid(
+                "<nil>",
+                Value::String("null".to_string()),
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            )
+        })
 }

@@ -22,6 +22,7 @@
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::cel;
 use super::format::Format;
 use super::validate::{Checks, Pattern, validate_with_base};
 use super::{Additional, JsonType, ListType, Structural, prune};
@@ -37,7 +38,10 @@ enum Level {
 
 /// Parses and checks `schema`; errors are under `base`.
 pub(crate) fn parse(schema: &Value, base: &str) -> Result<Structural, Vec<FieldError>> {
-    let mut p = Parser { errs: Vec::new() };
+    let mut p = Parser {
+        errs: Vec::new(),
+        atomic_lists: Vec::new(),
+    };
     let s = p.node(schema, base, Level::Root, false, false);
     if p.errs.is_empty() {
         Ok(s)
@@ -48,6 +52,9 @@ pub(crate) fn parse(schema: &Value, base: &str) -> Result<Structural, Vec<FieldE
 
 struct Parser {
     errs: Vec<FieldError>,
+    /// Schema paths of the atomic lists the current node sits in (innermost last): the old
+    /// value of an item there cannot be found, so transition rules are refused.
+    atomic_lists: Vec<String>,
 }
 
 /// Keywords that may not appear inside `allOf`/`anyOf`/`oneOf`/`not`, with the message.
@@ -142,6 +149,12 @@ impl Parser {
         let mut c = Checks::default();
         let mut list_type: Option<&str> = None;
         let mut map_keys: Vec<String> = Vec::new();
+        let mut rules: Option<&Value> = None;
+        let atomic_list = !nested
+            && matches!(
+                obj.get("x-kubernetes-list-type").and_then(Value::as_str),
+                None | Some("atomic")
+            );
         let int_or_string_any_of = obj
             .get("x-kubernetes-int-or-string")
             .and_then(Value::as_bool)
@@ -202,7 +215,13 @@ impl Parser {
                 },
                 "items" => match val {
                     Value::Object(_) => {
+                        if atomic_list {
+                            self.atomic_lists.push(path.to_string());
+                        }
                         s.items = Some(Box::new(self.node(val, &at, Level::Item, nested, false)));
+                        if atomic_list {
+                            self.atomic_lists.pop();
+                        }
                     }
                     _ => self.errs.push(FieldError::forbidden(
                         at,
@@ -352,7 +371,8 @@ impl Parser {
                     self.errs
                         .push(FieldError::forbidden(at, format!("{key} is not supported")));
                 }
-                // Documentation, examples and CEL rules (not evaluated) need no parsing.
+                "x-kubernetes-validations" => rules = Some(val),
+                // Documentation and examples need no parsing.
                 _ => {}
             }
         }
@@ -386,6 +406,20 @@ impl Parser {
             || c.not.is_some();
         if has_checks {
             s.checks = Some(Box::new(c));
+        }
+        let ruled = |n: &Structural| n.rules.is_some() || n.subtree_rules;
+        s.subtree_rules = s.properties.iter().any(|(_, p)| ruled(p))
+            || s.items.as_deref().is_some_and(ruled)
+            || matches!(&s.additional, Additional::Schema(a) if ruled(a));
+        if let Some(raw) = rules.filter(|_| !nested) {
+            let place = cel::Place {
+                root: lvl == Level::Root,
+                uncorrelatable: self.atomic_lists.last().map(String::as_str),
+            };
+            let compiled = cel::compile(raw, &s, path, place, &mut self.errs);
+            if !compiled.is_empty() {
+                s.rules = Some(compiled.into());
+            }
         }
 
         if nested {
@@ -446,6 +480,12 @@ impl Parser {
                 self.errs
                     .push(FieldError::forbidden(format!("{path}.{key}"), why));
             }
+        }
+        if obj.get("x-kubernetes-validations").is_some() {
+            self.errs.push(FieldError::forbidden(
+                format!("{path}.x-kubernetes-validations"),
+                "must be empty to be structural",
+            ));
         }
         if obj.get("x-kubernetes-map-type").is_some() {
             self.errs.push(FieldError::forbidden(

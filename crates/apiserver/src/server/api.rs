@@ -36,6 +36,9 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// How long in-flight requests may run after shutdown starts.
     pub shutdown_grace: Duration,
+    /// Whether to tally RBAC decisions per user and permission
+    /// ([`ApiServer::authorizations`]).
+    pub record_authorizations: bool,
 }
 
 impl Default for Config {
@@ -45,6 +48,7 @@ impl Default for Config {
             history_capacity: StoreConfig::default().history_capacity,
             bookmark_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
+            record_authorizations: false,
         }
     }
 }
@@ -61,6 +65,15 @@ impl Config {
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Tallies every RBAC decision per user and permission, for
+    /// [`ApiServer::authorizations`] (tests use it to prove a ServiceAccount's least
+    /// privilege).
+    #[must_use]
+    pub fn record_authorizations(mut self, on: bool) -> Self {
+        self.record_authorizations = on;
         self
     }
 
@@ -163,6 +176,9 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval,
             signer: Arc::new(signer),
             rbac,
+            authorizations: config
+                .record_authorizations
+                .then(|| Arc::new(crate::auth::audit::AuthorizationLog::default())),
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
@@ -204,6 +220,17 @@ impl ApiServer {
     /// The registry (resources and storage).
     pub fn registry(&self) -> &Arc<Registry> {
         &self.app.registry
+    }
+
+    /// The RBAC decisions tallied so far (empty unless
+    /// [`Config::record_authorizations`] is on). Members of `system:masters` are never
+    /// checked, so never tallied.
+    pub fn authorizations(&self) -> Vec<crate::auth::audit::AuthorizationSummary> {
+        self.app
+            .authorizations
+            .as_ref()
+            .map(|log| log.summaries())
+            .unwrap_or_default()
     }
 
     /// The administrator's bearer token.

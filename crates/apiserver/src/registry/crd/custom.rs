@@ -60,6 +60,19 @@ impl CustomStrategy {
     fn defaulted(&self, obj: &mut Value) {
         schema::apply_defaults(&self.schema, obj);
     }
+
+    /// Schema validation, then the CEL rules unless a schema error blocks them.
+    fn validated(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errs = schema::validate(&self.schema, obj);
+        if !self.schema.has_rules() {
+            return errs;
+        }
+        match schema::blocks_rules(&errs) {
+            Some(blocked) => errs.push(blocked),
+            None => errs.extend(schema::validate_rules(&self.schema, obj, old)),
+        }
+        errs
+    }
 }
 
 impl Strategy for CustomStrategy {
@@ -124,7 +137,11 @@ impl Strategy for CustomStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        schema::validate(&self.schema, obj)
+        self.validated(obj, None)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.validated(new, Some(old))
     }
 
     fn structural_schema(&self) -> Option<Arc<Structural>> {

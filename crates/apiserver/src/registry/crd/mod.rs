@@ -371,6 +371,21 @@ fn validate_versions(crd: &Value, errs: &mut Vec<FieldError>) {
             "must have at least one served version",
         ));
     }
+    // Kubernetes checks a schema every version shares once, as `spec.validation`, and names
+    // its errors so (the internal form hoists it there).
+    let shared = versions[0]
+        .pointer("/schema/openAPIV3Schema")
+        .filter(|s| s.is_object())
+        .filter(|s| {
+            versions
+                .iter()
+                .all(|v| v.pointer("/schema/openAPIV3Schema") == Some(*s))
+        });
+    if let Some(schema) = shared
+        && let Err(schema_errs) = Structural::from_json(schema, "spec.validation.openAPIV3Schema")
+    {
+        errs.extend(schema_errs);
+    }
     let mut seen: Vec<&str> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let base = format!("spec.versions[{i}]");
@@ -384,6 +399,7 @@ fn validate_versions(crd: &Value, errs: &mut Vec<FieldError>) {
         }
         seen.push(name);
         match v.pointer("/schema/openAPIV3Schema") {
+            Some(_) if shared.is_some() => {}
             Some(schema) if schema.is_object() => {
                 let path = format!("{base}.schema.openAPIV3Schema");
                 if let Err(schema_errs) = Structural::from_json(schema, &path) {
