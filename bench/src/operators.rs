@@ -113,6 +113,22 @@ impl Outcome {
         }
     }
 
+    /// The writes in the idle period by kind, e.g. `PATCH events 2`.
+    fn idle_breakdown(&self) -> String {
+        let idle = self.at_end.since(&self.at_converge);
+        let parts: Vec<String> = idle
+            .requests
+            .iter()
+            .filter(|(r, _)| crate::operators_child::is_write(r))
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     fn status_note(&self, sizes: &Sizes) -> String {
         match self.converged {
             Some(_) => String::new(),
@@ -249,25 +265,11 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             Box::new(|o: &Outcome| o.idle_writes() as f64),
             Box::new(|_| Some(Target::AtMost(0.0))),
             Box::new(|k: &Outcome, p: &Outcome| {
-                let idle = |o: &Outcome| {
-                    let idle = o.at_end.since(&o.at_converge);
-                    let parts: Vec<String> = idle
-                        .requests
-                        .iter()
-                        .filter(|(r, _)| crate::operators_child::is_write(r))
-                        .map(|(r, n)| format!("{r} {n}"))
-                        .collect();
-                    if parts.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        parts.join(", ")
-                    }
-                };
                 format!(
                     "nothing changes after convergence; writes by kore: {}; by {}: {}",
-                    idle(k),
+                    k.idle_breakdown(),
                     p.implementation.label(),
-                    idle(p)
+                    p.idle_breakdown()
                 )
             }),
         ),
@@ -350,7 +352,10 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         ),
         foo_run.idle_writes() as f64,
         "writes",
-        "nothing changes after convergence".to_owned(),
+        format!(
+            "nothing changes after convergence; writes: {}",
+            foo_run.idle_breakdown()
+        ),
     ));
     rows.push(row(
         format!("{foos}: operator peak resident memory (VmHWM)"),
