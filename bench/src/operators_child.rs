@@ -315,7 +315,15 @@ pub(crate) struct Child {
 impl Child {
     /// Starts a child running `spec`.
     pub(crate) fn spawn(spec: &ChildSpec) -> anyhow::Result<Child> {
-        let mut process = tokio::process::Command::new(std::env::current_exe()?)
+        // This very executable even if its file has been replaced since it started (a
+        // rebuild in a shared target directory): the fork's /proc/self/exe is ours.
+        let exe = std::path::Path::new("/proc/self/exe");
+        let exe = if exe.exists() {
+            exe.to_path_buf()
+        } else {
+            std::env::current_exe()?
+        };
+        let mut process = tokio::process::Command::new(exe)
             .env(CHILD_ENV, serde_json::to_string(spec)?)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
