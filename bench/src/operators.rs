@@ -74,6 +74,9 @@ struct Outcome {
     at_end: Stats,
     /// How long creating the scenario's objects took.
     created_in: Duration,
+    /// CPU time of this process (the server, the watches that time the run) from the
+    /// operator's start to convergence.
+    server_seconds: f64,
 }
 
 impl Outcome {
@@ -158,12 +161,21 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     };
     // Every implementation gets what kore's operator gets by default.
     let concurrency = kore_configmap_sync::Options::default().max_concurrent_reconciles;
+    // KORE_BENCH_OPERATORS=kore,naive runs only those (to study one; no rows without kore
+    // and a peer).
+    let only = std::env::var("KORE_BENCH_OPERATORS").ok();
     let mut cms = Vec::new();
     for implementation in [
         Implementation::Kore,
         Implementation::KubeRuntime,
         Implementation::Naive,
     ] {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|i| i == implementation.label()))
+        {
+            continue;
+        }
         eprintln!(
             "kore-bench: operators: {} ConfigMapSyncs, {}",
             sizes.syncs(),
@@ -292,7 +304,18 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             "s",
             Box::new(|o: &Outcome| o.at_converge.cpu_seconds),
             Box::new(|_| None),
-            Box::new(|_, _| "user + system of the operator's process (/proc/self/stat)".to_owned()),
+            Box::new(|k: &Outcome, p: &Outcome| {
+                format!(
+                    "user + system of the operator's process; the server's process meanwhile: \
+                     kore {:.2} s, {} {:.2} s; error answers: kore {}, {} {}",
+                    k.server_seconds,
+                    p.implementation.label(),
+                    p.server_seconds,
+                    k.at_end.errors,
+                    p.implementation.label(),
+                    p.at_end.errors
+                )
+            }),
         ),
     ];
     for (i, (measure, unit, value, target, note)) in measures.iter().enumerate() {
@@ -530,6 +553,8 @@ async fn observe(
     objects: usize,
     created_in: Duration,
 ) -> anyhow::Result<Outcome> {
+    let server_cpu = || crate::procs::cpu_time("/proc/self/stat").map(|d| d.as_secs_f64());
+    let cpu_before = server_cpu()?;
     let started = Instant::now();
     let mut child = Child::spawn(&ChildSpec {
         implementation,
@@ -551,13 +576,17 @@ async fn observe(
             None
         }
     };
+    let server_seconds = server_cpu()? - cpu_before;
     let at_converge = child.stats().await?;
-    if converged.is_none() {
-        eprintln!(
-            "kore-bench: operators: requests so far: {:?}",
-            at_converge.requests
-        );
-    }
+    eprintln!(
+        "kore-bench: operators: {}: {:?} to converge, operator CPU {:.2} s, this process \
+         (server, watches) CPU {server_seconds:.2} s, {} error answers, requests {:?}",
+        implementation.label(),
+        converged,
+        at_converge.cpu_seconds,
+        at_converge.errors,
+        at_converge.requests
+    );
     tokio::time::sleep(sizes.idle).await;
     let at_end = child.stats().await?;
     child.stop().await?;
@@ -568,6 +597,7 @@ async fn observe(
         at_converge,
         at_end,
         created_in,
+        server_seconds,
     })
 }
 

@@ -538,6 +538,107 @@ mod tests {
         assert!(!same_status(&a, &b));
     }
 
+    /// A server with the CRD, a source `src/cfg` and a ConfigMapSync `src/s` → `dst`.
+    async fn scenario() -> anyhow::Result<kore_testenv::TestEnv> {
+        use k8s_openapi::api::core::v1::Namespace;
+        use kube::CustomResourceExt as _;
+        let env = kore_testenv::TestEnv::start().await?;
+        let client = env.client();
+        let crds: Api<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        > = Api::all(client.clone());
+        crds.create(&PostParams::default(), &ConfigMapSync::crd())
+            .await?;
+        kore_testenv::wait_for(Duration::from_secs(10), || async {
+            let crd = crds.get("configmapsyncs.sync.kore.dev").await.ok()?;
+            crd.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await?;
+        for ns in ["src", "dst"] {
+            let mut namespace = Namespace::default();
+            namespace.metadata.name = Some(ns.into());
+            Api::<Namespace>::all(client.clone())
+                .create(&PostParams::default(), &namespace)
+                .await?;
+        }
+        let mut source = ConfigMap::default();
+        source.metadata.name = Some("cfg".into());
+        source.data = Some(BTreeMap::from([("k".to_owned(), "v1".to_owned())]));
+        Api::<ConfigMap>::namespaced(client.clone(), "src")
+            .create(&PostParams::default(), &source)
+            .await?;
+        Api::<ConfigMapSync>::namespaced(client, "src")
+            .create(&PostParams::default(), &sync(Some("dst"), &[]))
+            .await?;
+        Ok(env)
+    }
+
+    /// Waits until the copy in `dst` holds `value` and the sync is Ready.
+    async fn converged(client: &kube::Client, value: &str) -> anyhow::Result<()> {
+        let copies: Api<ConfigMap> = Api::namespaced(client.clone(), "dst");
+        let syncs: Api<ConfigMapSync> = Api::namespaced(client.clone(), "src");
+        kore_testenv::wait_for(Duration::from_secs(20), || async {
+            let copy = copies.get("cfg").await.ok()?;
+            let cms = syncs.get("s").await.ok()?;
+            let ready = cms
+                .status?
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (ready && copy.data?.get("k").map(String::as_str) == Some(value)).then_some(())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_kube_runtime_peer_copies_follows_the_source_repairs_drift_and_cleans_up()
+    -> anyhow::Result<()> {
+        let env = scenario().await?;
+        let client = env.client();
+        let stop = CancellationToken::new();
+        let peer = tokio::spawn(kube_runtime(client.clone(), 4, stop.clone()));
+        converged(&client, "v1").await?;
+
+        let sources: Api<ConfigMap> = Api::namespaced(client.clone(), "src");
+        let change = |v: &str| Patch::Merge(serde_json::json!({"data": {"k": v}}));
+        sources
+            .patch("cfg", &PatchParams::default(), &change("v2"))
+            .await?;
+        converged(&client, "v2").await?;
+        let copies: Api<ConfigMap> = Api::namespaced(client.clone(), "dst");
+        copies
+            .patch("cfg", &PatchParams::default(), &change("edited"))
+            .await?;
+        converged(&client, "v2").await?;
+
+        Api::<ConfigMapSync>::namespaced(client.clone(), "src")
+            .delete("s", &DeleteParams::default())
+            .await?;
+        kore_testenv::wait_for(Duration::from_secs(20), || async {
+            copies.get_opt("cfg").await.ok()?.is_none().then_some(())
+        })
+        .await?;
+        stop.cancel();
+        peer.await??;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_naive_peer_copies_and_reports_ready() -> anyhow::Result<()> {
+        let env = scenario().await?;
+        let client = env.client();
+        let stop = CancellationToken::new();
+        let peer = tokio::spawn(naive(client.clone(), 4, stop.clone()));
+        converged(&client, "v1").await?;
+        stop.cancel();
+        peer.await??;
+        Ok(())
+    }
+
     #[test]
     fn a_copy_is_labelled_with_its_sync_and_owned_by_it_only() {
         let cms = sync(Some("b"), &[]);
