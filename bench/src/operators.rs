@@ -43,6 +43,8 @@ use crate::suite::{Row, Target};
 const SOURCE_NS: &str = "src";
 /// The namespace of the Foos.
 const FOO_NS: &str = "foo";
+/// Reconciles at once in the second configmap-sync round.
+const WIDE: usize = 16;
 /// Clients creating the scenario's objects at once.
 const CREATORS: usize = 32;
 
@@ -164,18 +166,19 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     // KORE_BENCH_OPERATORS=kore,naive runs only those (to study one; no rows without kore
     // and a peer).
     let only = std::env::var("KORE_BENCH_OPERATORS").ok();
-    let mut cms = Vec::new();
-    for implementation in [
+    let implementations: Vec<Implementation> = [
         Implementation::Kore,
         Implementation::KubeRuntime,
         Implementation::Naive,
-    ] {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|i| i == implementation.label()))
-        {
-            continue;
-        }
+    ]
+    .into_iter()
+    .filter(|i| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|name| name == i.label()))
+    })
+    .collect();
+    let mut cms = Vec::new();
+    for &implementation in &implementations {
         eprintln!(
             "kore-bench: operators: {} ConfigMapSyncs, {}",
             sizes.syncs(),
@@ -183,9 +186,26 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         );
         cms.push(configmap_sync(implementation, &sizes, concurrency).await?);
     }
+    // The same with more reconciles at once, so that round trips to the server weigh less
+    // and the runtimes' own costs more (no idle period: only the time is reported).
+    let busy = Sizes {
+        idle: Duration::ZERO,
+        ..sizes
+    };
+    let mut wide = Vec::new();
+    for &implementation in &implementations {
+        eprintln!(
+            "kore-bench: operators: {} ConfigMapSyncs, {}, {WIDE} reconciles at once",
+            sizes.syncs(),
+            implementation.label()
+        );
+        wide.push(configmap_sync(implementation, &busy, WIDE).await?);
+    }
     eprintln!("kore-bench: operators: {} Foos, kore", sizes.foos);
     let foo_run = foos(&sizes, concurrency).await?;
-    Ok(rows(&sizes, concurrency, &cms, &foo_run))
+    let mut rows = rows(&sizes, concurrency, &cms, &foo_run);
+    rows.extend(wide_rows(&sizes, &wide));
+    Ok(rows)
 }
 
 /// The rows: each configmap-sync measure once against each peer, then the Foo rows.
@@ -391,6 +411,45 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         ),
     ));
     rows
+}
+
+/// The time rows of the round with [`WIDE`] reconciles at once.
+fn wide_rows(sizes: &Sizes, wide: &[Outcome]) -> Vec<Row> {
+    let Some((kore, peers)) = wide.split_first() else {
+        return Vec::new();
+    };
+    peers
+        .iter()
+        .map(|peer| Row {
+            measure: format!(
+                "{} ConfigMapSyncs, {WIDE} reconciles at once: operator start → all Ready (vs {})",
+                crate::svg::thousands(sizes.syncs() as f64),
+                peer.implementation.label()
+            ),
+            kore: kore.seconds(sizes),
+            unit: "s".to_owned(),
+            peer: Some((peer.implementation.label().to_owned(), peer.seconds(sizes))),
+            target: Some(Target::QuickerThanPeer(
+                if peer.implementation == Implementation::KubeRuntime {
+                    2.0
+                } else {
+                    1.0
+                },
+            )),
+            note: format!(
+                "a second round, fresh servers, every implementation at {WIDE}; operator CPU: \
+                 kore {:.2} s, {} {:.2} s; server process CPU: kore {:.2} s, {} {:.2} s.{}{}",
+                kore.at_converge.cpu_seconds,
+                peer.implementation.label(),
+                peer.at_converge.cpu_seconds,
+                kore.server_seconds,
+                peer.implementation.label(),
+                peer.server_seconds,
+                kore.status_note(sizes),
+                peer.status_note(sizes)
+            ),
+        })
+        .collect()
 }
 
 /// A fresh server on a loopback port, and its URL for the child.
