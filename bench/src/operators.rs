@@ -215,12 +215,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         return rows;
     };
     let n = sizes.syncs();
-    let scenario = format!(
-        "{} ConfigMapSyncs ({} sources × {} namespaces)",
-        crate::svg::thousands(n as f64),
-        sizes.sources,
-        sizes.destinations
-    );
+    let scenario = format!("{} ConfigMapSyncs", crate::svg::thousands(n as f64));
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     type Measure<'a> = (
         String,
@@ -231,7 +226,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
     );
     let measures: Vec<Measure<'_>> = vec![
         (
-            format!("{scenario}: operator start → all copies exist, all Ready"),
+            format!("{scenario}: start → all copies exist, all Ready"),
             "s",
             Box::new(|o: &Outcome| o.seconds(sizes)),
             Box::new(|peer| {
@@ -242,8 +237,11 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             }),
             Box::new(move |k: &Outcome, p: &Outcome| {
                 format!(
-                    "all {n} created at once by {CREATORS} clients ({:.1} s) before the operator \
-                     starts; {concurrency} reconciles at once in every implementation.{}{}",
+                    "{} sources × {} destination namespaces, one destination each; all {n} \
+                     created at once by {CREATORS} clients ({:.1} s) before the operator starts; \
+                     {concurrency} reconciles at once in every implementation.{}{}",
+                    sizes.sources,
+                    sizes.destinations,
                     k.created_in.as_secs_f64(),
                     k.status_note(sizes),
                     p.status_note(sizes)
@@ -251,7 +249,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             }),
         ),
         (
-            format!("{scenario}: API writes per ConfigMapSync, besides the finalizer add"),
+            format!("{scenario}: writes per sync besides the finalizer"),
             "writes",
             Box::new(|o: &Outcome| {
                 o.per_object(o.at_end.writes()) - o.own_writes("configmapsyncs")
@@ -267,14 +265,14 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             }),
         ),
         (
-            format!("{scenario}: finalizer add, writes per ConfigMapSync"),
+            format!("{scenario}: finalizer writes per sync"),
             "writes",
             Box::new(|o: &Outcome| o.own_writes("configmapsyncs")),
             Box::new(|_| None),
             Box::new(|_, _| "writes to the ConfigMapSync itself (not its status)".to_owned()),
         ),
         (
-            format!("{scenario}: API reads (GET, LIST) per ConfigMapSync"),
+            format!("{scenario}: reads (get, list) per sync"),
             "reads",
             Box::new(|o: &Outcome| o.per_object(o.at_end.reads())),
             Box::new(|_| None),
@@ -290,7 +288,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         ),
         (
             format!(
-                "{scenario}: writes in the following idle {} s",
+                "{scenario}: writes in the idle {} s after",
                 sizes.idle.as_secs()
             ),
             "writes",
@@ -306,7 +304,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             }),
         ),
         (
-            format!("{scenario}: operator peak resident memory (VmHWM)"),
+            format!("{scenario}: operator peak RSS (VmHWM)"),
             "MiB",
             Box::new(move |o: &Outcome| mib(o.at_end.hwm_bytes)),
             Box::new(|_| None),
@@ -320,7 +318,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
             }),
         ),
         (
-            format!("{scenario}: operator CPU time to convergence"),
+            format!("{scenario}: operator CPU to convergence"),
             "s",
             Box::new(|o: &Outcome| o.at_converge.cpu_seconds),
             Box::new(|_| None),
@@ -372,7 +370,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         note,
     };
     rows.push(row(
-        format!("{foos}: operator start → every Deployment exists, every status written"),
+        format!("{foos}: start → all Deployments, all statuses"),
         foo_run.seconds(sizes),
         "s",
         format!(
@@ -390,7 +388,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
     ));
     rows.push(row(
         format!(
-            "{foos}: writes in the following idle {} s",
+            "{foos}: writes in the idle {} s after",
             sizes.idle.as_secs()
         ),
         foo_run.idle_writes() as f64,
@@ -401,7 +399,7 @@ fn rows(sizes: &Sizes, concurrency: usize, cms: &[Outcome], foo_run: &Outcome) -
         ),
     ));
     rows.push(row(
-        format!("{foos}: operator peak resident memory (VmHWM)"),
+        format!("{foos}: operator peak RSS (VmHWM)"),
         mib(foo_run.at_end.hwm_bytes),
         "MiB",
         format!(
@@ -422,7 +420,7 @@ fn wide_rows(sizes: &Sizes, wide: &[Outcome]) -> Vec<Row> {
         .iter()
         .map(|peer| Row {
             measure: format!(
-                "{} ConfigMapSyncs, {WIDE} reconciles at once: operator start → all Ready (vs {})",
+                "{} ConfigMapSyncs, {WIDE} at once: start → all Ready (vs {})",
                 crate::svg::thousands(sizes.syncs() as f64),
                 peer.implementation.label()
             ),
