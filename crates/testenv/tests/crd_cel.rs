@@ -308,3 +308,91 @@ async fn self_equals_old_self_makes_a_field_immutable() {
     let stored = api.get("s").await.expect("get");
     assert_eq!(stored.data["spec"]["configMapName"], "cm");
 }
+
+#[tokio::test]
+async fn rules_added_by_a_crd_update_apply_to_later_writes_and_bad_ones_are_refused() {
+    let env = TestEnv::start().await.expect("start");
+    let plain = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "size": {"type": "integer"}}}}});
+    install(&env, plain).await;
+    let api = syncs(&env);
+    api.create(&PostParams::default(), &sync("big", json!({"size": 50})))
+        .await
+        .expect("no rule yet");
+
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    let pp = PatchParams::default();
+    let add_rule = |rule: &str| {
+        Patch::Merge(
+            json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"size": {"type": "integer"}},
+                "x-kubernetes-validations": [{"rule": rule, "message": "size is at most 10"}]}}}}}]}}),
+        )
+    };
+
+    // A rule that does not compile is refused on update too, and changes nothing.
+    let status = api_error(
+        crds.patch("syncs.cel.example.com", &pp, &add_rule("self.size <= '10'"))
+            .await
+            .expect_err("the rule does not compile"),
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        causes(&status)
+            .iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>(),
+        ["spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"]
+    );
+    assert!(
+        causes(&status)[0]
+            .2
+            .contains("found no matching overload for '_<=_' applied to '(int, string)'"),
+        "{:?}",
+        causes(&status)
+    );
+
+    crds.patch("syncs.cel.example.com", &pp, &add_rule("self.size <= 10"))
+        .await
+        .expect("a valid rule is accepted");
+    let rejected = kore_testenv::wait_for(WAIT, || async {
+        match api
+            .create(&PostParams::default(), &sync("bigger", json!({"size": 60})))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 422 => Some(*s),
+            Ok(_) => {
+                // Served before the new schema: remove it and try again.
+                let _ = api.delete("bigger", &Default::default()).await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await
+    .expect("the new rule applies");
+    assert_eq!(
+        causes(&rejected),
+        [cause(
+            "spec",
+            "FieldValueInvalid",
+            "Invalid value: \"object\": size is at most 10"
+        )]
+    );
+    // An object written before the rule keeps its value through updates that leave it as
+    // it is (ratcheting), and must meet the rule once the value changes.
+    api.patch(
+        "big",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .expect("an unchanged spec is not checked again");
+    let status = api_error(
+        api.patch("big", &pp, &Patch::Merge(json!({"spec": {"size": 40}})))
+            .await
+            .expect_err("a changed spec meets the new rule"),
+    );
+    assert_eq!(status.code, 422);
+}

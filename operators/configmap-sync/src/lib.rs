@@ -142,6 +142,23 @@ fn needs_reconcile(old: &ConfigMapSync, new: &ConfigMapSync) -> bool {
 ///
 /// ConfigMapSyncs are watched in [`Options::namespace`] (all namespaces by default);
 /// ConfigMaps and Namespaces everywhere, since sources and copies live in other namespaces.
+///
+/// ```no_run
+/// # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use kore_runtime::Manager;
+/// use kore_runtime::manager::LeaseConfig;
+/// use kore_runtime::metrics::Metrics;
+///
+/// let mut manager = Manager::builder(client)
+///     .leader_election(LeaseConfig::new("kore-system", kore_configmap_sync::NAME))
+///     .build();
+/// let metrics = Metrics::new();
+/// metrics.register(manager.registry_mut());
+/// kore_configmap_sync::register(&mut manager, &metrics, &kore_configmap_sync::Options::default());
+/// manager.run().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub fn register(
     manager: &mut kore_runtime::Manager,
     metrics: &kore_runtime::metrics::Metrics,

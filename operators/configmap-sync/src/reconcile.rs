@@ -456,7 +456,7 @@ impl SyncReconciler {
                 type_: EventType::Warning,
                 reason,
                 action: ACTION_SYNC.to_owned(),
-                note: Some(message),
+                note: Some(truncated(message, MAX_NOTE)),
                 related: None,
             };
             if let Err(e) = self.recorder.publish(&event, &sync.object_ref(&())).await {
@@ -571,7 +571,7 @@ impl SyncReconciler {
                         REASON_CONFLICT,
                         format!(
                             "ConfigMaps this ConfigMapSync did not create are in the way (conflictPolicy Refuse leaves them alone): {}",
-                            list.join(", ")
+                            listed(&list)
                         ),
                     ));
                 }
@@ -589,7 +589,7 @@ impl SyncReconciler {
                 REASON_DESTINATION_NOT_FOUND,
                 format!(
                     "destination namespaces do not exist: {}",
-                    targets.missing.join(", ")
+                    listed(&targets.missing)
                 ),
             ));
         }
@@ -618,6 +618,38 @@ impl SyncReconciler {
             None => Ok(()),
         }
     }
+}
+
+/// How many names a message lists before it only counts the rest.
+const MAX_LISTED: usize = 10;
+
+/// The longest note an Event may carry, in bytes.
+const MAX_NOTE: usize = 1024;
+
+/// `names` joined with commas, the first [`MAX_LISTED`] of them and a count of the rest.
+fn listed(names: &[String]) -> String {
+    let mut out = names
+        .iter()
+        .take(MAX_LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_LISTED {
+        out.push_str(&format!(" and {} more", names.len() - MAX_LISTED));
+    }
+    out
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary.
+fn truncated(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
 }
 
 /// The causes of `e`, innermost last, for a status message.
@@ -680,5 +712,28 @@ impl Reconciler<ConfigMapSync> for SyncReconciler {
         };
         self.sync(&sync, &key, targets, &previous).await?;
         Ok(Action::done())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lists_are_cut_and_counted() {
+        let names: Vec<String> = (0..12).map(|i| format!("ns{i}")).collect();
+        let text = listed(&names);
+        assert!(text.starts_with("ns0, ns1,"), "{text}");
+        assert!(text.ends_with("ns9 and 2 more"), "{text}");
+        assert_eq!(listed(&names[..2]), "ns0, ns1");
+    }
+
+    #[test]
+    fn notes_are_cut_on_a_character_boundary() {
+        let s = "é".repeat(600);
+        let cut = truncated(s, MAX_NOTE);
+        assert!(cut.len() <= MAX_NOTE);
+        assert_eq!(cut.chars().count(), 512);
+        assert_eq!(truncated("short".into(), MAX_NOTE), "short");
     }
 }

@@ -3,7 +3,7 @@
 //! many writes follow while nothing changes. Ignored by default; run in release:
 //!
 //! ```text
-//! KORE_CMS_SCALE=10000 KORE_CMS_IDLE_SECS=60 cargo test --release -p kore-configmap-sync \
+//! KORE_CMS_SCALE=10000 KORE_CMS_IDLE_SECS=60 KORE_CMS_WORKERS=4 cargo test --release -p kore-configmap-sync \
 //!     --test scale -- --ignored --nocapture
 //! ```
 
@@ -96,7 +96,12 @@ async fn many_configmapsyncs_converge_with_the_minimum_of_writes() -> anyhow::Re
         .build();
     let metrics = Metrics::new();
     metrics.register(manager.registry_mut());
-    kore_configmap_sync::register(&mut manager, &metrics, &Options::default());
+    let workers = env_usize(
+        "KORE_CMS_WORKERS",
+        Options::default().max_concurrent_reconciles,
+    );
+    let options = Options::default().max_concurrent_reconciles(workers);
+    kore_configmap_sync::register(&mut manager, &metrics, &options);
     let stop = manager.shutdown_handle();
     let running = tokio::spawn(manager.run());
 
@@ -180,7 +185,7 @@ async fn many_configmapsyncs_converge_with_the_minimum_of_writes() -> anyhow::Re
     let idle_writes =
         sync_writes.load(Ordering::Relaxed) + cm_writes.load(Ordering::Relaxed) - before_idle;
 
-    println!("configmap-sync scale: {n} ConfigMapSyncs, one destination each");
+    println!("configmap-sync scale: {n} ConfigMapSyncs, one destination each, {workers} workers");
     println!(
         "  created in {:.2} s; all copies and Ready after {:.2} s",
         created.as_secs_f64(),

@@ -121,10 +121,15 @@ impl Fixture {
     }
 
     async fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop().await?;
+        self.running = Some(Running::start(self.operator.clone(), &Options::default()));
+        Ok(())
+    }
+
+    async fn stop(&mut self) -> anyhow::Result<()> {
         if let Some(r) = self.running.take() {
             r.stop().await?;
         }
-        self.running = Some(Running::start(self.operator.clone(), &Options::default()));
         Ok(())
     }
 
@@ -320,10 +325,16 @@ fn ready(
         .ok_or_else(|| anyhow::anyhow!("no Ready condition"))
 }
 
+/// A spec copying `source_ns/name` to no destination yet (the test adds them).
 fn spec(source_ns: &str, name: &str) -> ConfigMapSyncSpec {
     ConfigMapSyncSpec {
+        source_namespace: source_ns.to_owned(),
+        config_map_name: name.to_owned(),
         destination_namespace: None,
-        ..ConfigMapSyncSpec::new(source_ns, name, "unused")
+        destination_namespaces: Vec::new(),
+        namespace_selector: None,
+        destination_name: None,
+        conflict_policy: None,
     }
 }
 
@@ -739,6 +750,173 @@ async fn a_missing_destination_namespace_is_reported_and_synced_once_it_exists()
 
 /// (event type, object name) of each watch event seen.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+#[tokio::test]
+async fn copies_of_a_configmapsync_deleted_while_the_operator_was_down_are_removed()
+-> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    for ns in ["src", "dst"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    f.create_sync("src", "sync", ConfigMapSyncSpec::new("src", "app", "dst"))
+        .await?;
+    f.wait_copy("dst", "app", &[("v", "1")]).await?;
+    f.wait_ready("src", "sync", REASON_SYNCED).await?;
+
+    // While the operator is down, the ConfigMapSync goes without its finalizer running.
+    f.stop().await?;
+    f.syncs("src")
+        .patch(
+            "sync",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    f.syncs("src")
+        .delete("sync", &DeleteParams::default())
+        .await?;
+    assert!(f.syncs("src").get_opt("sync").await?.is_none());
+    assert!(f.configmaps("dst").get_opt("app").await?.is_some());
+
+    // Back up, it finds the copy marked with an owner that no longer exists, and removes it.
+    f.restart().await?;
+    f.wait_gone("dst", "app").await?;
+    f.configmaps("src").get("app").await?;
+    f.finish().await
+}
+
+#[tokio::test]
+async fn the_samples_applied_in_order_converge() -> anyhow::Result<()> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let f = Fixture::start().await?;
+    let samples = kore_configmap_sync::operator().samples;
+    for sample in &samples {
+        let obj: DynamicObject = serde_json::from_value(sample.clone())?;
+        let types = obj
+            .types
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("a sample without apiVersion/kind"))?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let ar = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(f.admin.clone(), ns, &ar),
+            None => Api::all_with(f.admin.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await?;
+    }
+    let sync = samples
+        .iter()
+        .find(|s| s["kind"] == "ConfigMapSync")
+        .ok_or_else(|| anyhow::anyhow!("no ConfigMapSync sample"))?;
+    let (ns, name) = (
+        sync["metadata"]["namespace"].as_str().unwrap_or_default(),
+        sync["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let converged = f.wait_ready(ns, name, REASON_SYNCED).await?;
+    let dest = converged
+        .spec
+        .destination_namespace
+        .clone()
+        .unwrap_or_default();
+    let source = f
+        .configmaps(ns)
+        .get(&converged.spec.config_map_name)
+        .await?;
+    let pairs: Vec<(String, String)> = source
+        .data
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    f.wait_copy(&dest, converged.spec.target_name(), &pairs)
+        .await?;
+    f.finish().await
+}
+
+/// The walkthrough a new user follows, with kubectl over HTTPS, the operator also talking
+/// to the server through its socket.
+#[tokio::test]
+async fn the_kubectl_walkthrough_works_over_a_real_socket() -> anyhow::Result<()> {
+    let Some(program) = kore_testenv::kubectl::kubectl_or_skip() else {
+        return Ok(());
+    };
+    let env = TestEnv::builder().tcp().start().await?;
+    install(&env).await?;
+    let operator = env.service_account_socket_client(OPERATOR_NS, NAME).await?;
+    let running = Running::start(operator, &Options::default());
+    let kubectl = kore_testenv::kubectl::Kubectl::for_env(program, &env);
+    kubectl.ok(&["create", "namespace", "team-a"]).await;
+    kubectl.ok(&["create", "namespace", "team-b"]).await;
+    kubectl
+        .ok(&[
+            "create",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--from-literal=greeting=hello",
+        ])
+        .await;
+    let manifest = kubectl.file(
+        "sync.yaml",
+        "apiVersion: sync.kore.dev/v1alpha1\n\
+         kind: ConfigMapSync\n\
+         metadata:\n  name: app-config\n  namespace: team-a\n\
+         spec:\n  sourceNamespace: team-a\n  destinationNamespace: team-b\n  configMapName: app-config\n",
+    );
+    kubectl.ok(&["apply", "-f", &manifest]).await;
+    let copy = || async {
+        kubectl
+            .run(&[
+                "get",
+                "configmap",
+                "app-config",
+                "-n",
+                "team-b",
+                "-o",
+                "jsonpath={.data.greeting}",
+            ])
+            .await
+            .stdout
+    };
+    wait_for(WAIT, || async { (copy().await == "hello").then_some(()) }).await?;
+    wait_for(WAIT, || async {
+        let table = kubectl.run(&["get", "cms", "-n", "team-a"]).await.stdout;
+        (table.contains("READY") && table.contains("True")).then_some(())
+    })
+    .await?;
+
+    kubectl
+        .ok(&[
+            "patch",
+            "configmap",
+            "app-config",
+            "-n",
+            "team-a",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"greeting":"hi"}}"#,
+        ])
+        .await;
+    wait_for(WAIT, || async { (copy().await == "hi").then_some(()) }).await?;
+
+    // kubectl waits for the finalizer: when it returns, the copy is gone.
+    kubectl
+        .ok(&["delete", "configmapsync", "app-config", "-n", "team-a"])
+        .await;
+    let gone = kubectl
+        .run(&["get", "configmap", "app-config", "-n", "team-b"])
+        .await;
+    assert!(!gone.status.success(), "{gone:?}");
+    running.stop().await?;
+    kore_testenv::operator::assert_no_denials(&env, &kore_configmap_sync::operator(), OPERATOR_NS)
+}
 
 /// Every watch event of one kind in one namespace, from a resourceVersion on.
 fn record<K>(api: Api<K>, from: String) -> (Seen, JoinHandle<()>)

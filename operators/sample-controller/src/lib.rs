@@ -98,6 +98,29 @@ impl Options {
 
 /// Adds the operator's controllers to `manager`, reporting to `metrics` (which the caller
 /// registers once in the manager's registry). They run when the manager runs, on the leader.
+///
+/// One controller, `sample-controller`: Foos, and the Deployments they control, in
+/// `options.namespace` or everywhere. The Foo informer it creates defaults a missing `spec`
+/// to `{}`; if something registered a Foo informer of the same scope before, that one is
+/// shared and the default does not apply to it.
+///
+/// ```no_run
+/// # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use kore_runtime::Manager;
+/// use kore_runtime::manager::LeaseConfig;
+/// use kore_runtime::metrics::Metrics;
+///
+/// let mut manager = Manager::builder(client)
+///     .leader_election(LeaseConfig::new("kore-system", kore_sample_controller::NAME))
+///     .build();
+/// let metrics = Metrics::new();
+/// metrics.register(manager.registry_mut());
+/// let options = kore_sample_controller::Options::default().namespace("demo");
+/// kore_sample_controller::register(&mut manager, &metrics, &options);
+/// manager.run().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub fn register(
     manager: &mut kore_runtime::Manager,
     metrics: &kore_runtime::metrics::Metrics,

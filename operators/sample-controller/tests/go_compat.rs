@@ -95,6 +95,18 @@ async fn under_the_go_crd_foos_as_go_clients_write_them_are_served() -> anyhow::
                "status": {"availableReplicas": 0}}),
     )
     .await?;
+    // A Go client sends a nil replicas pointer as null; the Go CRD (not nullable) drops it.
+    let null_replicas = run
+        .create_foo(
+            NS,
+            json!({"metadata": {"name": "null-replicas"},
+                   "spec": {"deploymentName": "null-replicas", "replicas": null}}),
+        )
+        .await?;
+    assert_eq!(
+        null_replicas["spec"],
+        json!({"deploymentName": "null-replicas"})
+    );
     // Fields the Go CRD does not require, left out.
     run.create_foo(
         NS,
@@ -114,10 +126,11 @@ async fn under_the_go_crd_foos_as_go_clients_write_them_are_served() -> anyhow::
     run.wait_foo("go-shaped", |f| available(f) == Some(0))
         .await?;
     // Without replicas the Deployment keeps its own default, and it is not fought over.
-    run.wait_deployment(NS, "no-replicas", |d| replicas(d) == Some(1))
-        .await?;
-    run.wait_foo("no-replicas", |f| available(f) == Some(0))
-        .await?;
+    for name in ["no-replicas", "null-replicas"] {
+        run.wait_deployment(NS, name, |d| replicas(d) == Some(1))
+            .await?;
+        run.wait_foo(name, |f| available(f) == Some(0)).await?;
+    }
     // Without a Deployment name there is nothing to do: a Warning each, and no retries.
     for name in ["no-name", "no-spec"] {
         wait_for(common::WAIT, || async {
@@ -131,7 +144,7 @@ async fn under_the_go_crd_foos_as_go_clients_write_them_are_served() -> anyhow::
         assert_eq!(run.foo_json(name).await?.get("status"), None);
     }
     let deployments = run.deployments().list(&Default::default()).await?;
-    assert_eq!(deployments.items.len(), 2);
+    assert_eq!(deployments.items.len(), 3);
 
     run.assert_no_denials()?;
     run.stop().await

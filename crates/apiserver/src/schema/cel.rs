@@ -5,9 +5,9 @@
 //! `lists` extensions, `matches`). kore adds what Kubernetes layers on top of it:
 //!
 //! - **Compiling** ([`compile`]), once per CRD version when the schema is parsed: each rule
-//!   and `messageExpression` is parsed, and field selections on `self` and `oldSelf` are
-//!   checked against the schema (`undefined field 'foo'`, `type 'string' does not support
-//!   field selection`), as are unknown identifiers. Errors name
+//!   and `messageExpression` is parsed and checked against the schema by `check`
+//!   (`undefined field 'foo'`, `undeclared reference to 'x'`, `found no matching overload
+//!   for '_+_' applied to '(string, int)'`, `cel expression must evaluate to a bool`). Errors name
 //!   `<node>.x-kubernetes-validations[i].rule` and read `compilation failed: ERROR:
 //!   <input>:1:6: ...`, with the source line and a caret, as Kubernetes prints them. The
 //!   compiled programs live in the [`Structural`] tree, so requests never parse a rule.
@@ -25,16 +25,25 @@
 //!   `messageExpression`, or `failed rule: <rule>`. An evaluation error (`no such key`, a
 //!   type mismatch) is a cause too, never a panic.
 //!
-//! Not done (see `docs/design/crd-schema.md`): a full static type check (a rule that is not
-//! boolean fails when it runs, not when the CRD is created), cost estimation and budgets,
+//! Not done (see `docs/design/crd-schema.md`): a full static type check (what `check` cannot
+//! type fails when it runs, not when the CRD is created), cost estimation and budgets,
 //! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
 
+mod check;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
-use cel::objects::{Key, Map as CelMap, OptionalValue};
+
+use self::check::{Checker, Kind, Ty};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelOptional, CelString,
+    CelUInt,
+};
+use cel::common::value::Val;
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
 use serde_json::{Map, Value};
 
@@ -238,13 +247,18 @@ fn compile_one(
         errs.push(FieldError::required(rule_at, "rule is not specified"));
         return None;
     }
-    let program = match compile_expression(source, node, place.root, optional_old_self) {
+    let program = match compile_expression(source, node, place.root, optional_old_self, Kind::Bool)
+    {
         Ok(p) => p,
-        Err(why) => {
+        Err(e) => {
+            let why = match e {
+                CompileError::Issues(issues) => format!("compilation failed: {issues}"),
+                CompileError::WrongKind => "cel expression must evaluate to a bool".to_string(),
+            };
             errs.push(FieldError::invalid(
                 rule_at,
                 Value::String(source.to_string()),
-                format!("compilation failed: {why}"),
+                why,
             ));
             return None;
         }
@@ -275,13 +289,19 @@ fn compile_one(
             ));
             None
         }
-        Some(m) => match compile_expression(m, node, place.root, optional_old_self) {
+        Some(m) => match compile_expression(m, node, place.root, optional_old_self, Kind::String) {
             Ok(p) => Some(p),
-            Err(why) => {
+            Err(e) => {
+                let why = match e {
+                    CompileError::Issues(issues) => {
+                        format!("messageExpression compilation failed: {issues}")
+                    }
+                    CompileError::WrongKind => "must evaluate to a string".to_string(),
+                };
                 errs.push(FieldError::invalid(
                     format!("{at}.messageExpression"),
                     Value::String(m.to_string()),
-                    format!("messageExpression compilation failed: {why}"),
+                    why,
                 ));
                 None
             }
@@ -302,19 +322,31 @@ fn compile_one(
     })
 }
 
-/// Parses `source` and checks its references against the node's schema.
+/// Why an expression was refused.
+enum CompileError {
+    /// Parse or check issues, already printed with positions.
+    Issues(String),
+    /// The expression is known to give another kind than the one needed.
+    WrongKind,
+}
+
+/// Parses `source` and checks it against the node's schema; `want` is the kind its value
+/// must have (a bool for rules, a string for message expressions).
 fn compile_expression(
     source: &str,
     node: &Structural,
     root: bool,
     optional_old_self: Option<bool>,
-) -> Result<Program, String> {
+    want: Kind,
+) -> Result<Program, CompileError> {
     let program = ENV.compile(source).map_err(|errs| {
-        errs.errors
-            .iter()
-            .map(|e| caret(source, e.pos.0, e.pos.1, &e.msg))
-            .collect::<Vec<_>>()
-            .join("\n")
+        CompileError::Issues(
+            errs.errors
+                .iter()
+                .map(|e| caret(source, e.pos.0, e.pos.1, &e.msg))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
     })?;
     let mut checker = Checker {
         source,
@@ -324,12 +356,14 @@ fn compile_expression(
         scope: Vec::new(),
         errors: Vec::new(),
     };
-    checker.expr(program.expression());
-    if checker.errors.is_empty() {
-        Ok(program)
-    } else {
-        Err(checker.errors.join("\n"))
+    let ty = checker.expr(program.expression());
+    if !checker.errors.is_empty() {
+        return Err(CompileError::Issues(checker.errors.join("\n")));
     }
+    if ty.kind().is_some_and(|k| k != want) {
+        return Err(CompileError::WrongKind);
+    }
+    Ok(program)
 }
 
 /// An error at 1-based `line`/`col` of `source`, printed as Kubernetes prints CEL issues.
@@ -343,246 +377,6 @@ fn caret(source: &str, line: isize, col: isize, msg: &str) -> String {
         let _ = write!(out, "\n | {text}\n | {}^", ".".repeat(dots));
     }
     out
-}
-
-/// What the checker knows of an expression's type.
-#[derive(Clone, Copy)]
-enum Ty<'s> {
-    /// A value described by this schema node (`true` at the schema root).
-    Node(&'s Structural, bool),
-    /// The root `metadata`: only `name` and `generateName`.
-    Meta,
-    /// Anything (no check).
-    Dyn,
-}
-
-/// Idents that are not variables: type names and function namespaces.
-const KNOWN_IDENTS: [&str; 19] = [
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-    "optional",
-    "strings",
-    "lists",
-    "math",
-    "base64",
-    "cel",
-    "sets",
-    "google",
-];
-
-struct Checker<'s, 'p> {
-    source: &'s str,
-    program: &'p Program,
-    self_ty: Ty<'s>,
-    old_self_optional: bool,
-    /// Comprehension variables in scope, with what is known of them.
-    scope: Vec<(String, Ty<'s>)>,
-    errors: Vec<String>,
-}
-
-impl<'s> Checker<'s, '_> {
-    fn error_at(&mut self, e: &IdedExpr, msg: &str) {
-        let (line, col) = self
-            .program
-            .source_info()
-            .offset_for(e.id)
-            .map(|(start, _)| line_col(self.source, start as usize))
-            .unwrap_or((1, 1));
-        self.errors.push(caret(self.source, line, col, msg));
-    }
-
-    fn expr(&mut self, e: &IdedExpr) -> Ty<'s> {
-        match &e.expr {
-            Expr::Ident(name) => {
-                if let Some((_, t)) = self.scope.iter().rev().find(|(n, _)| n == name) {
-                    return *t;
-                }
-                match name.as_str() {
-                    "self" => self.self_ty,
-                    "oldSelf" if self.old_self_optional => Ty::Dyn,
-                    "oldSelf" => self.self_ty,
-                    n if n.starts_with('@') || KNOWN_IDENTS.contains(&n) => Ty::Dyn,
-                    n => {
-                        self.error_at(
-                            e,
-                            &format!("undeclared reference to '{n}' (in container '')"),
-                        );
-                        Ty::Dyn
-                    }
-                }
-            }
-            Expr::Select(sel) => {
-                let operand = self.expr(&sel.operand);
-                self.select(e, operand, &sel.field)
-            }
-            Expr::Call(call) => {
-                if let Some(t) = &call.target {
-                    self.expr(t);
-                }
-                for a in &call.args {
-                    self.expr(a);
-                }
-                if call.func_name == "_[_]"
-                    && let [target, _] = call.args.as_slice()
-                {
-                    // Indexing a list or a map: the items / values keep their schema.
-                    return match self.peek(target) {
-                        Ty::Node(s, _) => element(s),
-                        _ => Ty::Dyn,
-                    };
-                }
-                Ty::Dyn
-            }
-            Expr::Comprehension(c) => {
-                let range = self.expr(&c.iter_range);
-                self.expr(&c.accu_init);
-                let iter_ty = match range {
-                    Ty::Node(s, _) if s.ty == Some(JsonType::Array) => element(s),
-                    _ => Ty::Dyn,
-                };
-                let mark = self.scope.len();
-                match &c.iter_var2 {
-                    // Two-variable form: index/key and value.
-                    Some(v2) => {
-                        self.scope.push((c.iter_var.clone(), Ty::Dyn));
-                        let value_ty = match range {
-                            Ty::Node(s, _) => element(s),
-                            _ => Ty::Dyn,
-                        };
-                        self.scope.push((v2.clone(), value_ty));
-                    }
-                    None => self.scope.push((c.iter_var.clone(), iter_ty)),
-                }
-                self.scope.push((c.accu_var.clone(), Ty::Dyn));
-                self.expr(&c.loop_cond);
-                self.expr(&c.loop_step);
-                self.expr(&c.result);
-                self.scope.truncate(mark);
-                Ty::Dyn
-            }
-            Expr::List(l) => {
-                for x in &l.elements {
-                    self.expr(x);
-                }
-                Ty::Dyn
-            }
-            Expr::Map(m) => {
-                for entry in &m.entries {
-                    if let EntryExpr::MapEntry(me) = &entry.expr {
-                        self.expr(&me.key);
-                        self.expr(&me.value);
-                    }
-                }
-                Ty::Dyn
-            }
-            Expr::Struct(s) => {
-                for entry in &s.entries {
-                    match &entry.expr {
-                        EntryExpr::StructField(f) => {
-                            self.expr(&f.value);
-                        }
-                        EntryExpr::MapEntry(me) => {
-                            self.expr(&me.key);
-                            self.expr(&me.value);
-                        }
-                    }
-                }
-                Ty::Dyn
-            }
-            Expr::Literal(_) | Expr::Unspecified => Ty::Dyn,
-        }
-    }
-
-    /// The type of an expression already checked, without reporting again.
-    fn peek(&mut self, e: &IdedExpr) -> Ty<'s> {
-        let errors = self.errors.len();
-        let t = self.expr(e);
-        self.errors.truncate(errors);
-        t
-    }
-
-    fn select(&mut self, e: &IdedExpr, operand: Ty<'s>, field: &str) -> Ty<'s> {
-        let (s, root) = match operand {
-            Ty::Dyn => return Ty::Dyn,
-            Ty::Meta => {
-                if field == "name" || field == "generateName" {
-                    return Ty::Dyn;
-                }
-                self.error_at(e, &format!("undefined field '{field}'"));
-                return Ty::Dyn;
-            }
-            Ty::Node(s, root) => (s, root),
-        };
-        if (root || s.embedded) && matches!(field, "apiVersion" | "kind") {
-            return Ty::Dyn;
-        }
-        if (root || s.embedded) && field == "metadata" {
-            return Ty::Meta;
-        }
-        if let Some((_, p)) = s
-            .properties
-            .iter()
-            .find(|(name, _)| escape(name).as_deref() == Some(field))
-        {
-            return Ty::Node(p, false);
-        }
-        if let Additional::Schema(a) = &s.additional {
-            return Ty::Node(a, false);
-        }
-        if s.preserve_unknown || s.int_or_string || matches!(s.additional, Additional::Bool(true)) {
-            return Ty::Dyn;
-        }
-        match s.ty {
-            Some(JsonType::Object) => {
-                self.error_at(e, &format!("undefined field '{field}'"));
-            }
-            Some(
-                t @ (JsonType::String | JsonType::Integer | JsonType::Number | JsonType::Boolean),
-            ) => {
-                let name = cel_type_name(t);
-                self.error_at(
-                    e,
-                    &format!("type '{name}' does not support field selection"),
-                );
-            }
-            Some(JsonType::Array) => {
-                self.error_at(e, "type 'list' does not support field selection");
-            }
-            None => {}
-        }
-        Ty::Dyn
-    }
-}
-
-/// The schema of a list's items or a map's values.
-fn element(s: &Structural) -> Ty<'_> {
-    if let Some(items) = s.items.as_deref() {
-        return Ty::Node(items, false);
-    }
-    if let Additional::Schema(a) = &s.additional {
-        return Ty::Node(a, false);
-    }
-    Ty::Dyn
-}
-
-fn cel_type_name(t: JsonType) -> &'static str {
-    match t {
-        JsonType::String => "string",
-        JsonType::Integer => "int",
-        JsonType::Number => "double",
-        JsonType::Boolean => "bool",
-        JsonType::Array => "list",
-        JsonType::Object => "map",
-    }
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `source`.
@@ -653,8 +447,7 @@ const RESERVED: [&str; 21] = [
 
 /// The CEL name of property `name`, as Kubernetes escapes it; `None` when it cannot be
 /// reached from CEL.
-pub(crate) fn escape(name: &str) -> Option<std::borrow::Cow<'_, str>> {
-    use std::borrow::Cow;
+pub(crate) fn escape(name: &str) -> Option<Cow<'_, str>> {
     if RESERVED.contains(&name) {
         return Some(Cow::Owned(format!("__{name}__")));
     }
@@ -729,29 +522,27 @@ fn normalize_field_path(node: &Structural, fp: &str) -> Result<String, String> {
     Ok(segments.join("."))
 }
 
-/// Converts a node's value to CEL, as its schema types it. `root` marks the schema root
-/// (whose `metadata` shows only `name` and `generateName`).
-pub(crate) fn to_cel(s: &Structural, v: &Value, root: bool) -> Cel {
+/// Converts a node's value to CEL, as its schema types it, borrowing its strings. `root`
+/// marks the schema root (whose `metadata` shows only `name` and `generateName`).
+pub(crate) fn to_val<'v>(s: &Structural, v: &'v Value, root: bool) -> Box<dyn Val + 'v> {
     match v {
-        Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
         Value::Number(n) => {
             let float = s.ty == Some(JsonType::Number);
             match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) if !float => Cel::Int(i),
-                (None, Some(u)) if !float => Cel::UInt(u),
-                _ => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+                (Some(i), _) if !float => Box::new(CelInt::from(i)),
+                (None, Some(u)) if !float => Box::new(CelUInt::from(u)),
+                _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
             }
         }
-        Value::String(st) => Cel::String(Arc::new(st.clone())),
+        Value::String(st) => Box::new(CelString::from(st.as_str())),
         Value::Array(items) => {
-            let list = match s.items.as_deref() {
-                Some(is) => items.iter().map(|x| to_cel(is, x, false)).collect(),
-                None => items.iter().map(|x| to_cel(&UNTYPED, x, false)).collect(),
-            };
-            Cel::List(Arc::new(list))
+            let is = s.items.as_deref().unwrap_or(&UNTYPED);
+            let list: Vec<Box<dyn Val + 'v>> = items.iter().map(|x| to_val(is, x, false)).collect();
+            Box::new(CelList::from(list))
         }
-        Value::Object(map) => object_to_cel(s, map, root),
+        Value::Object(map) => object_to_val(s, map, root),
     }
 }
 
@@ -761,9 +552,10 @@ static UNTYPED: LazyLock<Structural> = LazyLock::new(|| Structural {
     ..Structural::default()
 });
 
-fn object_to_cel(s: &Structural, map: &Map<String, Value>, root: bool) -> Cel {
-    let mut out: HashMap<Key, Cel> = HashMap::with_capacity(map.len());
+fn object_to_val<'v>(s: &Structural, map: &'v Map<String, Value>, root: bool) -> Box<dyn Val + 'v> {
+    let mut out: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = HashMap::with_capacity(map.len());
     let resource = root || s.embedded;
+    let key = |k: &'v str| CelMapKey::String(CelString::from(k));
     for (k, v) in map {
         if v.is_null() {
             continue;
@@ -771,33 +563,39 @@ fn object_to_cel(s: &Structural, map: &Map<String, Value>, root: bool) -> Cel {
         if resource {
             match k.as_str() {
                 "apiVersion" | "kind" => {
-                    out.insert(Key::from(k.as_str()), to_cel(&UNTYPED, v, false));
+                    out.insert(key(k), to_val(&UNTYPED, v, false));
                     continue;
                 }
                 "metadata" => {
-                    let mut meta: HashMap<Key, Cel> = HashMap::new();
+                    let mut meta: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = HashMap::new();
                     for f in ["name", "generateName"] {
                         if let Some(Value::String(x)) = v.get(f) {
-                            meta.insert(Key::from(f), Cel::String(Arc::new(x.clone())));
+                            meta.insert(key(f), Box::new(CelString::from(x.as_str())));
                         }
                     }
-                    out.insert(Key::from("metadata"), Cel::Map(CelMap::from(meta)));
+                    out.insert(key("metadata"), Box::new(CelMap::from(meta)));
                     continue;
                 }
                 _ => {}
             }
         }
         if let Some(ps) = s.declared_property(k) {
-            if let Some(name) = escape(k) {
-                out.insert(Key::from(name.into_owned()), to_cel(ps, v, false));
+            match escape(k) {
+                Some(Cow::Borrowed(_)) => {
+                    out.insert(key(k), to_val(ps, v, false));
+                }
+                Some(Cow::Owned(name)) => {
+                    out.insert(CelMapKey::from(name), to_val(ps, v, false));
+                }
+                None => {}
             }
         } else if let Additional::Schema(a) = &s.additional {
-            out.insert(Key::from(k.as_str()), to_cel(a, v, false));
+            out.insert(key(k), to_val(a, v, false));
         } else {
-            out.insert(Key::from(k.as_str()), to_cel(&UNTYPED, v, false));
+            out.insert(key(k), to_val(&UNTYPED, v, false));
         }
     }
-    Cel::Map(CelMap::from(out))
+    Box::new(CelMap::from(out))
 }
 
 /// The type name Kubernetes shows as the value of a failed rule (`"object"`, `"string"`,
@@ -811,24 +609,29 @@ fn type_shown(s: &Structural) -> Value {
 pub(crate) fn validate(schema: &Structural, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if schema.rules.is_some() || schema.subtree_rules {
-        walk(schema, new, old, &Path::Root, true, &mut errs);
+        walk(schema, new, old, (&Path::Root, true), false, &mut errs);
     }
     errs
 }
 
+/// Visits the nodes with rules below `s`. `unchanged` says an ancestor's value equals its old
+/// value: then only transition rules run (Kubernetes ratchets the others: a value an
+/// update leaves as it was is not checked again).
 fn walk(
     s: &Structural,
     v: &Value,
     old: Option<&Value>,
-    path: &Path,
-    root: bool,
+    at: (&Path, bool),
+    unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
+    let path = at.0;
     if v.is_null() {
         return;
     }
+    let unchanged = unchanged || old.is_some_and(|o| o == v);
     if let Some(rules) = s.rules.as_deref() {
-        evaluate(s, rules, v, old, path, root, errs);
+        evaluate(s, rules, v, old, at, unchanged, errs);
     }
     if !s.subtree_rules {
         return;
@@ -838,14 +641,14 @@ fn walk(
             for (k, ps) in &s.properties {
                 if let Some(cv) = map.get(k) {
                     let oc = old.and_then(|o| o.get(k));
-                    walk(ps, cv, oc, &Path::Field(path, k), false, errs);
+                    walk(ps, cv, oc, (&Path::Field(path, k), false), unchanged, errs);
                 }
             }
             if let Additional::Schema(a) = &s.additional {
                 for (k, cv) in map {
                     if s.declared_property(k).is_none() {
                         let oc = old.and_then(|o| o.get(k));
-                        walk(a, cv, oc, &Path::Field(path, k), false, errs);
+                        walk(a, cv, oc, (&Path::Field(path, k), false), unchanged, errs);
                     }
                 }
             }
@@ -857,7 +660,16 @@ fn walk(
             let old_items = old.and_then(Value::as_array).map(Vec::as_slice);
             for (i, item) in items.iter().enumerate() {
                 let oi = old_items.and_then(|o| correlate(&s.list_type, item, o));
-                walk(is, item, oi, &Path::Index(path, i), false, errs);
+                // Items of atomic lists have no old value, but an unchanged list has
+                // unchanged items.
+                walk(
+                    is,
+                    item,
+                    oi,
+                    (&Path::Index(path, i), false),
+                    unchanged,
+                    errs,
+                );
             }
         }
         _ => {}
@@ -881,32 +693,42 @@ fn evaluate(
     rules: &[Rule],
     v: &Value,
     old: Option<&Value>,
-    path: &Path,
-    root: bool,
+    (path, root): (&Path, bool),
+    unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
-    let mut self_val: Option<Cel> = None;
-    let mut old_val: Option<Cel> = None;
+    // One context per way `oldSelf` is bound (plain, or optional), built on first use and
+    // shared by the node's rules.
+    let mut plain: Option<Context<'_, '_>> = None;
+    let mut optional: Option<Context<'_, '_>> = None;
     for rule in rules {
         if rule.transition && old.is_none() && !rule.optional_old_self {
             continue;
         }
-        let this = self_val.get_or_insert_with(|| to_cel(s, v, root)).clone();
-        let mut ctx = Context::with_env(ENV.clone());
-        ctx.add_variable_from_value("self", this);
-        if rule.transition {
-            let prev = old.map(|o| old_val.get_or_insert_with(|| to_cel(s, o, root)).clone());
-            let bound = if rule.optional_old_self {
-                let opt = match prev {
-                    Some(p) => OptionalValue::of(p),
-                    None => OptionalValue::none(),
-                };
-                Cel::Opaque(Arc::new(opt))
-            } else {
-                prev.unwrap_or(Cel::Null)
-            };
-            ctx.add_variable_from_value("oldSelf", bound);
+        if unchanged && !rule.transition {
+            continue;
         }
+        let ctx = if rule.optional_old_self {
+            optional.get_or_insert_with(|| {
+                let mut ctx = Context::with_env(ENV.clone());
+                ctx.add_variable_as_val("self", to_val(s, v, root));
+                let prev = match old {
+                    Some(o) => CelOptional::of(to_val(s, o, root)),
+                    None => CelOptional::none(),
+                };
+                ctx.add_variable_as_val("oldSelf", Box::new(prev));
+                ctx
+            })
+        } else {
+            plain.get_or_insert_with(|| {
+                let mut ctx = Context::with_env(ENV.clone());
+                ctx.add_variable_as_val("self", to_val(s, v, root));
+                if let Some(o) = old {
+                    ctx.add_variable_as_val("oldSelf", to_val(s, o, root));
+                }
+                ctx
+            })
+        };
         let field = || {
             let base = path.render();
             let with_fp = match &rule.field_path {
@@ -919,13 +741,13 @@ fn evaluate(
                 with_fp
             }
         };
-        match rule.program.execute(&ctx) {
+        match rule.program.execute(ctx) {
             Ok(Cel::Bool(true)) => {}
             Ok(_) => {
                 let message = rule
                     .message_expression
                     .as_ref()
-                    .and_then(|m| match m.execute(&ctx) {
+                    .and_then(|m| match m.execute(ctx) {
                         Ok(Cel::String(text)) => {
                             let t = text.trim();
                             (!t.is_empty() && !t.contains('\n')).then(|| t.to_string())
@@ -967,6 +789,27 @@ fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
         ),
         ExecutionError::NoSuchKey(k) => {
             format!("no such key: {k} evaluating rule: {}", rule.shown())
+        }
+        // cel-go's words for the arithmetic and indexing errors.
+        ExecutionError::Overflow(..) => {
+            format!("integer overflow evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::DivisionByZero(_) => {
+            format!("division by zero evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::RemainderByZero(_) => {
+            format!("modulus by zero evaluating rule: {}", rule.shown())
+        }
+        ExecutionError::IndexOutOfBounds(i) => {
+            let shown = match i {
+                Cel::Int(n) => n.to_string(),
+                Cel::UInt(n) => n.to_string(),
+                other => format!("{other:?}"),
+            };
+            format!(
+                "index out of bounds: {shown} evaluating rule: {}",
+                rule.shown()
+            )
         }
         other => {
             let text = other.to_string();
@@ -1195,6 +1038,24 @@ mod tests {
                 json!({"name": "abc"}),
                 none.clone(),
             ),
+            // optionals and the lists extension
+            (
+                "self.labels.?team.orValue('none') == 'none'",
+                json!({"labels": {}}),
+                none.clone(),
+            ),
+            (
+                "self.destinationNamespaces.distinct().size() == self.destinationNamespaces.size()",
+                json!({"destinationNamespaces": ["a", "b", "a"]}),
+                failed(
+                    "self.destinationNamespaces.distinct().size() == self.destinationNamespaces.size()",
+                ),
+            ),
+            (
+                "self.destinationNamespaces.join(',') == 'a,b'",
+                json!({"destinationNamespaces": ["a", "b"]}),
+                none.clone(),
+            ),
             // int-or-string, escaped names
             (
                 "type(self.port) == int ? self.port > 0 : self.port.endsWith('%')",
@@ -1334,6 +1195,42 @@ mod tests {
     }
 
     #[test]
+    fn rules_do_not_recheck_values_an_update_leaves_unchanged() {
+        let s = spec_schema(
+            props(),
+            json!([{"rule": "self.replicas < 3", "message": "too many"},
+                   {"rule": "self.replicas <= oldSelf.replicas", "message": "no growth"}]),
+        );
+        // Created before the rule, say: unchanged on update, so only the transition rule runs.
+        assert_eq!(
+            run(&s, json!({"replicas": 5}), Some(json!({"replicas": 5}))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(&s, json!({"replicas": 6}), Some(json!({"replicas": 5}))),
+            [
+                "spec: Invalid value: \"object\": too many",
+                "spec: Invalid value: \"object\": no growth"
+            ]
+        );
+        // Items of an unchanged atomic list are unchanged too.
+        let items = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string",
+                "x-kubernetes-validations": [{"rule": "self.size() < 3"}]}}}}}});
+        let s = Structural::from_json(&items, "s").expect("structural");
+        let tags = json!({"tags": ["long"]});
+        assert_eq!(
+            run(&s, tags.clone(), Some(tags.clone())),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(&s, json!({"tags": ["long", "x"]}), Some(tags)).len(),
+            1,
+            "a changed list is checked again"
+        );
+    }
+
+    #[test]
     fn optional_old_self_runs_on_create_with_an_optional() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "replicas": {"type": "integer", "x-kubernetes-validations": [
@@ -1390,18 +1287,47 @@ mod tests {
                 "spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: port"
             ]
         );
-        let s = spec_schema(props(), json!([{"rule": "self.replicas / 0 == 1"}]));
-        let got = run(&s, json!({"replicas": 1}), None);
-        assert_eq!(got.len(), 1);
-        assert!(
-            got[0].contains("evaluating rule: self.replicas / 0 == 1"),
-            "{got:?}"
-        );
-        // A result that is not a bool fails the rule.
-        let s = spec_schema(props(), json!([{"rule": "self.replicas"}]));
+        let arithmetic = [
+            (
+                "self.replicas / 0 == 1",
+                json!({"replicas": 1}),
+                "division by zero",
+            ),
+            (
+                "self.replicas % 0 == 1",
+                json!({"replicas": 1}),
+                "modulus by zero",
+            ),
+            (
+                "self.replicas - 1 < 0",
+                json!({"replicas": i64::MIN}),
+                "integer overflow",
+            ),
+            (
+                "self.destinationNamespaces[3] == ''",
+                json!({"destinationNamespaces": []}),
+                "index out of bounds: 3",
+            ),
+            (
+                "self.name.substring(9) == ''",
+                json!({"name": "a"}),
+                "error executing function 'substring': index out of range: 9",
+            ),
+        ];
+        for (rule, spec, why) in arithmetic {
+            let s = spec_schema(props(), json!([{"rule": rule}]));
+            assert_eq!(
+                run(&s, spec, None),
+                [format!(
+                    "spec: Invalid value: \"object\": {why} evaluating rule: {rule}"
+                )]
+            );
+        }
+        // A result that is not a bool (possible with int-or-string) fails the rule.
+        let s = spec_schema(props(), json!([{"rule": "self.port"}]));
         assert_eq!(
-            run(&s, json!({"replicas": 1}), None),
-            ["spec: Invalid value: \"object\": failed rule: self.replicas"]
+            run(&s, json!({"port": "x"}), None),
+            ["spec: Invalid value: \"object\": failed rule: self.port"]
         );
     }
 

@@ -3,14 +3,18 @@
 //! A CRD version's `openAPIV3Schema` is parsed once into a [`Structural`] tree (rejecting
 //! schemas that are not structural, with one [`FieldError`] per reason). Every write of a
 //! custom object then runs, in this order: [`prune`] (drop fields the schema does not
-//! describe, and `null`s on non-nullable fields), [`apply_defaults`], [`validate`]. Reads
+//! describe, and `null`s on non-nullable fields), [`apply_defaults`], [`validate`], then the
+//! CEL rules with [`validate_rules`] (unless [`blocks_rules`] says a schema error stops
+//! them). Reads
 //! from storage run [`apply_defaults`] again, so a default added to a schema shows on old
 //! objects.
 //!
 //! One module per algorithm, each with its own table tests:
 //! - `structural`: parsing, the structural rules, and the checks on `default` values;
 //! - `prune`, `default`, `validate` (which also checks list types and embedded resources);
-//! - `format`: the string formats Kubernetes checks.
+//! - `format`: the string formats Kubernetes checks;
+//! - `cel`: `x-kubernetes-validations`, compiled (and checked by `cel::check`) while parsing,
+//!   evaluated per object.
 //!
 //! Everything a check needs (regexes, enum sets, sorted property tables) is compiled at
 //! parse time; the per-object algorithms allocate only to report errors or pruned paths.
