@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The kore benchmarks, in one command:  bash bench/run.sh [kore-bench options]
-# (the API server suite by default; `--suite runtime` or `--suite crd` for the others)
+# (the API server suite by default; `--suite runtime`, `--suite crd` or `--suite operators`
+# for the others, `--quick` for a reduced smoke run of one of them)
 #
 # Builds the release binaries, installs etcd (Debian's etcd-server) when it is missing, runs
 # target/release/kore-bench and leaves the results in bench/results/ (apiserver.md, .json,
@@ -10,8 +11,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 started=$(date +%s)
+# Where cargo puts the binaries (a shared CARGO_TARGET_DIR is honoured).
+target="${CARGO_TARGET_DIR:-target}"
 
-# `--suite NAME` runs another suite (runtime, crd): no kore process, no etcd.
+# `--suite NAME` runs another suite (runtime, crd, operators): no kore process, no etcd.
 suite=""
 prev=""
 for arg in "$@"; do
@@ -25,7 +28,7 @@ if [ -n "$suite" ]; then
     echo "==> building kore-bench (release)" >&2
     cargo build --release -p kore-bench >&2
     echo "==> running the $suite suite" >&2
-    target/release/kore-bench --out bench/results --scratch target/kore-bench "$@"
+    "$target/release/kore-bench" --out bench/results --scratch "$target/kore-bench" "$@"
     if command -v rsvg-convert >/dev/null 2>&1; then
         rsvg-convert -f png -o "bench/results/$suite.png" "bench/results/$suite.svg"
     fi
@@ -65,8 +68,8 @@ if ! command -v rsvg-convert >/dev/null 2>&1; then
 fi
 
 echo "==> running the benchmark" >&2
-target/release/kore-bench --kore target/release/kore --out bench/results \
-    --scratch target/kore-bench "${etcd_args[@]}" "$@"
+"$target/release/kore-bench" --kore "$target/release/kore" --out bench/results \
+    --scratch "$target/kore-bench" "${etcd_args[@]}" "$@"
 
 if command -v rsvg-convert >/dev/null 2>&1; then
     rsvg-convert -f png -o bench/results/apiserver.png bench/results/apiserver.svg

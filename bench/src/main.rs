@@ -16,6 +16,9 @@ mod crd;
 mod gc;
 mod load;
 mod manager;
+mod operators;
+mod operators_child;
+mod operators_peers;
 mod procs;
 mod rbac;
 mod report;
@@ -97,6 +100,8 @@ enum Suite {
     Runtime,
     /// Custom resources: schema validation, garbage collection, server-side apply (issue 3).
     Crd,
+    /// The operators against kube-runtime and naive peers (issue 5).
+    Operators,
 }
 
 impl Suite {
@@ -104,6 +109,7 @@ impl Suite {
         match self {
             Suite::Runtime => "runtime",
             Suite::Crd => "crd",
+            Suite::Operators => "operators",
         }
     }
 }
@@ -124,6 +130,7 @@ async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>>
             rows.extend(apply::run(quick).await?);
             rows.extend(rbac::run(quick).await?);
         }
+        Suite::Operators => rows.extend(operators::run(quick).await?),
     }
     Ok(rows)
 }
@@ -149,6 +156,9 @@ enum Only {
 
 fn main() -> anyhow::Result<()> {
     if let Some(result) = runtime_cache::main_from_env() {
+        return result;
+    }
+    if let Some(result) = operators_child::main_from_env() {
         return result;
     }
     let args = Args::parse();

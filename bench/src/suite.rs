@@ -18,6 +18,8 @@ pub(crate) enum Target {
     FasterThanPeer(f64),
     /// The peer's value over kore's must be at least this (times, bytes).
     LeanerThanPeer(f64),
+    /// The peer's time over kore's must be at least this (durations; printed as "quicker").
+    QuickerThanPeer(f64),
 }
 
 /// One measurement.
@@ -46,7 +48,9 @@ impl Row {
             Target::Below(x) => self.kore < x,
             Target::AtMost(x) => self.kore <= x,
             Target::FasterThanPeer(r) => ratio(self.kore, self.peer.as_ref()?.1)? >= r,
-            Target::LeanerThanPeer(r) => ratio(self.peer.as_ref()?.1, self.kore)? >= r,
+            Target::LeanerThanPeer(r) | Target::QuickerThanPeer(r) => {
+                ratio(self.peer.as_ref()?.1, self.kore)? >= r
+            }
         })
     }
 }
@@ -72,7 +76,7 @@ pub(crate) fn margin(row: &Row) -> Option<f64> {
         Target::AtLeast(x) => v / x,
         Target::Below(x) | Target::AtMost(x) => x / v,
         Target::FasterThanPeer(r) => v / peer? / r,
-        Target::LeanerThanPeer(r) => peer? / v / r,
+        Target::LeanerThanPeer(r) | Target::QuickerThanPeer(r) => peer? / v / r,
     };
     m.is_finite().then_some(m)
 }
@@ -120,6 +124,7 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
                     _ if *p <= 0.0 || row.kore <= 0.0 => "n/a".into(),
                     // Memory rows: how many times leaner kore is.
                     Some(Target::LeanerThanPeer(_)) => format!("{:.2}× leaner", p / row.kore),
+                    Some(Target::QuickerThanPeer(_)) => format!("{:.2}× quicker", p / row.kore),
                     _ => format!("{:.2}×", row.kore / p),
                 },
             ),
@@ -132,6 +137,7 @@ pub(crate) fn markdown(results: &SuiteResults<'_>) -> String {
             Some(Target::AtMost(x)) => format!("≤ {} {}", number(x), row.unit),
             Some(Target::FasterThanPeer(r)) => format!("≥ {r}× the peer"),
             Some(Target::LeanerThanPeer(r)) => format!("≥ {r}× leaner than the peer"),
+            Some(Target::QuickerThanPeer(r)) => format!("≥ {r}× quicker than the peer"),
         };
         let result = match row.pass() {
             Some(true) => "PASS",

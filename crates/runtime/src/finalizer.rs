@@ -4,7 +4,10 @@
 //! finalizer (if missing) and then calls the function with [`Event::Apply`]; once the object
 //! is being deleted it calls the function with [`Event::Cleanup`] and, when that succeeded,
 //! removes the finalizer so the API server can delete the object. [`add_finalizer`] and
-//! [`remove_finalizer`] are the two writes on their own.
+//! [`remove_finalizer`] are the two writes on their own. [`try_add_finalizer`] and
+//! [`try_remove_finalizer`] make one conditional write and hand a conflict back instead of
+//! reading the object again: for a reconciler that reads from a cache, whose retry reads a
+//! fresher cache, and whose RBAC then needs no `get`.
 //!
 //! # Guarantees
 //! - Safe under conflicts: each write carries the resourceVersion it was computed from and
@@ -122,16 +125,35 @@ pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, name: &str) -> Result<K, ku
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    update_finalizers(api, obj, |list| {
-        if list.iter().any(|f| f == name) {
-            false
-        } else {
-            list.push(name.to_string());
-            true
-        }
-    })
-    .await
-    .map(|o| o.unwrap_or_else(|| obj.clone()))
+    update_finalizers(api, obj, ATTEMPTS, |list| adding(list, name))
+        .await
+        .map(|o| o.unwrap_or_else(|| obj.clone()))
+}
+
+/// Like [`add_finalizer`], in one write: a 409 Conflict is returned (retry the reconcile),
+/// and the object is never read from the API server.
+pub async fn try_add_finalizer<K>(api: &Api<K>, obj: &K, name: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    update_finalizers(api, obj, 1, |list| adding(list, name))
+        .await
+        .map(|o| o.unwrap_or_else(|| obj.clone()))
+}
+
+fn adding(list: &mut Vec<String>, name: &str) -> bool {
+    if list.iter().any(|f| f == name) {
+        false
+    } else {
+        list.push(name.to_string());
+        true
+    }
+}
+
+fn removing(list: &mut Vec<String>, name: &str) -> bool {
+    let before = list.len();
+    list.retain(|f| f != name);
+    list.len() != before
 }
 
 /// Removes the finalizer `name` from `obj` if present; returns the object as written, or
@@ -145,20 +167,29 @@ pub async fn remove_finalizer<K>(
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    update_finalizers(api, obj, |list| {
-        let before = list.len();
-        list.retain(|f| f != name);
-        list.len() != before
-    })
-    .await
+    update_finalizers(api, obj, ATTEMPTS, |list| removing(list, name)).await
+}
+
+/// Like [`remove_finalizer`], in one write: a 409 Conflict is returned (retry the
+/// reconcile), and the object is never read from the API server.
+pub async fn try_remove_finalizer<K>(
+    api: &Api<K>,
+    obj: &K,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    update_finalizers(api, obj, 1, |list| removing(list, name)).await
 }
 
 /// Applies `change` to the finalizer list and writes it with a resourceVersion
 /// precondition, re-reading and recomputing after each conflict. `Ok(None)` when the object
-/// is gone; the object as read when `change` made no change.
+/// is gone; the object as read when `change` made no change. At most `attempts` writes.
 async fn update_finalizers<K>(
     api: &Api<K>,
     obj: &K,
+    attempts: usize,
     change: impl Fn(&mut Vec<String>) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
@@ -187,7 +218,7 @@ where
         {
             Ok(written) => return Ok(Some(written)),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-            Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => {
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < attempts => {
                 tracing::debug!(%name, attempt, "finalizer write conflicted; re-reading");
                 match api.get_opt(&name).await? {
                     Some(fresh) => current = fresh,

@@ -363,3 +363,42 @@ async fn finalize_does_nothing_for_a_deleting_object_without_its_finalizer() -> 
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_single_attempt_finalizer_write_hands_a_conflict_back_and_reads_nothing()
+-> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let stale = config_map(&env, "raced").await?;
+    api.patch(
+        "raced",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["other.dev/x"]}})),
+    )
+    .await?;
+
+    let err = finalizer::try_add_finalizer(&api, &stale, FINALIZER)
+        .await
+        .expect_err("a write from a stale object conflicts");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
+    let fresh = api.get("raced").await?;
+    assert_eq!(
+        fresh.metadata.finalizers,
+        Some(vec!["other.dev/x".to_owned()])
+    );
+
+    let written = finalizer::try_add_finalizer(&api, &fresh, FINALIZER).await?;
+    assert_eq!(
+        written.metadata.finalizers,
+        Some(vec!["other.dev/x".to_owned(), FINALIZER.to_owned()])
+    );
+    let removed = finalizer::try_remove_finalizer(&api, &written, FINALIZER).await?;
+    assert_eq!(
+        removed.and_then(|cm| cm.metadata.finalizers),
+        Some(vec!["other.dev/x".to_owned()])
+    );
+    Ok(())
+}

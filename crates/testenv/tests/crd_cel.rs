@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_testenv::TestEnv;
+use kore_testenv::kubectl::{Kubectl, kubectl_or_skip};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
@@ -395,4 +396,70 @@ async fn rules_added_by_a_crd_update_apply_to_later_writes_and_bad_ones_are_refu
             .expect_err("a changed spec meets the new rule"),
     );
     assert_eq!(status.code, 422);
+}
+
+const CRD_YAML: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: syncs.cel.example.com
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names: {plural: syncs, kind: Sync}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              sourceNamespace: {type: string}
+              destinationNamespace: {type: string}
+            x-kubernetes-validations:
+            - rule: "!has(self.destinationNamespace) || self.destinationNamespace != self.sourceNamespace"
+              message: the source namespace cannot be its own destination
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_the_rule_message_of_a_refused_object() {
+    let Some(program) = kubectl_or_skip() else {
+        return;
+    };
+    let env = TestEnv::builder().tcp().start().await.expect("start");
+    let kubectl = Kubectl::for_env(program, &env);
+    let crd = kubectl.file("crd.yaml", CRD_YAML);
+    kubectl.ok(&["apply", "-f", &crd]).await;
+    kubectl
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/syncs.cel.example.com",
+            "--timeout=30s",
+        ])
+        .await;
+    let bad = kubectl.file(
+        "bad.yaml",
+        "apiVersion: cel.example.com/v1\nkind: Sync\nmetadata: {name: bad, namespace: default}\nspec: {sourceNamespace: a, destinationNamespace: a}\n",
+    );
+    let out = kubectl.run(&["apply", "-f", &bad]).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "The Sync \"bad\" is invalid: spec: Invalid value: \"object\": the source namespace cannot be its own destination"
+        ),
+        "{}",
+        out.stderr
+    );
+    let good = kubectl.file(
+        "good.yaml",
+        "apiVersion: cel.example.com/v1\nkind: Sync\nmetadata: {name: good, namespace: default}\nspec: {sourceNamespace: a, destinationNamespace: b}\n",
+    );
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &good]).await,
+        "sync.cel.example.com/good created\n"
+    );
 }

@@ -680,7 +680,7 @@ impl Reconciler<ConfigMapSync> for SyncReconciler {
         if sync.metadata.deletion_timestamp.is_some() {
             if has_finalizer(&sync) {
                 self.delete_copies(&key, |_| false).await?;
-                finalizer::remove_finalizer(&self.api(&key), &sync, FINALIZER)
+                finalizer::try_remove_finalizer(&self.api(&key), &sync, FINALIZER)
                     .await
                     .map_err(Error::Finalizer)?;
             }
@@ -705,7 +705,7 @@ impl Reconciler<ConfigMapSync> for SyncReconciler {
             sync
         } else {
             Arc::new(
-                finalizer::add_finalizer(&self.api(&key), &sync, FINALIZER)
+                finalizer::try_add_finalizer(&self.api(&key), &sync, FINALIZER)
                     .await
                     .map_err(Error::Finalizer)?,
             )

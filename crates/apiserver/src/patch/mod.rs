@@ -81,7 +81,7 @@ impl Patch {
         match self {
             Patch::Json(ops) => {
                 let mut doc = current.clone();
-                json_patch::patch(&mut doc, ops).map_err(|e| ApiError::Invalid {
+                apply_json_patch(&mut doc, ops).map_err(|e| ApiError::Invalid {
                     kind: kind.to_string(),
                     group: String::new(),
                     name: current
@@ -121,6 +121,35 @@ impl Patch {
     }
 }
 
+/// Applies `ops` in order to `doc` (a copy the caller drops on error). As in Kubernetes, a
+/// `test` that a member is `null` passes when the member is absent and its parent exists:
+/// clients rely on it to add a first finalizer only if there is none yet
+/// (`{"op":"test","path":"/metadata/finalizers","value":null}` from kube-runtime's
+/// `finalizer`). RFC 6902 alone would reject the pointer.
+fn apply_json_patch(
+    doc: &mut Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<(), json_patch::PatchError> {
+    for (i, op) in ops.iter().enumerate() {
+        if let json_patch::PatchOperation::Test(t) = op {
+            let path = t.path.as_str();
+            let absent = doc.pointer(path).is_none();
+            let parent = path
+                .rsplit_once('/')
+                .and_then(|(parent, _)| doc.pointer(parent))
+                .is_some_and(Value::is_object);
+            if t.value.is_null() && absent && parent {
+                continue;
+            }
+        }
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            e
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +186,33 @@ mod tests {
         assert_eq!(err.code(), 422);
         let err = Patch::parse(BodyType::JsonPatch, b"{", true).expect_err("garbage");
         assert_eq!(err.code(), 400);
+    }
+
+    #[test]
+    fn a_json_patch_test_of_null_passes_for_an_absent_member_as_in_kubernetes() {
+        let add_first_finalizer = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+            {"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
+        let p = Patch::parse(BodyType::JsonPatch, add_first_finalizer, false).expect("parses");
+        let out = p
+            .apply("Foo", &json!({"metadata": {"name": "a"}}))
+            .expect("absent is null");
+        assert_eq!(out, json!({"metadata": {"name": "a", "finalizers": ["f"]}}));
+        let err = p
+            .apply(
+                "Foo",
+                &json!({"metadata": {"name": "a", "finalizers": ["g"]}}),
+            )
+            .expect_err("present and not null");
+        assert_eq!(err.code(), 422);
+        // A missing parent is still an error, and failures name the operation's index.
+        let p = Patch::parse(
+            BodyType::JsonPatch,
+            br#"[{"op":"add","path":"/data/a","value":"1"},{"op":"test","path":"/x/y","value":null}]"#,
+            false,
+        )
+        .expect("parses");
+        let err = p.apply("Foo", &json!({"data": {}})).expect_err("no parent");
+        assert!(err.to_string().contains("operation '/1'"), "{err}");
     }
 
     #[test]

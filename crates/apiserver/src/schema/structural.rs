@@ -832,7 +832,13 @@ impl Parser {
             ));
             return;
         }
-        self.errs.extend(validate_with_base(s, d, &at));
+        let schema_errs = validate_with_base(s, d, &at);
+        let checked = schema_errs.is_empty();
+        self.errs.extend(schema_errs);
+        // A default that passes the schema must pass the node's rules too.
+        if checked && s.has_rules() {
+            self.errs.extend(cel::validate_with_base(s, d, &at));
+        }
     }
 }
 

@@ -572,6 +572,29 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_every_version_shares_is_checked_once_as_spec_validation() {
+        let bad = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.x == 1"}]}}});
+        let mut c = crd();
+        c["spec"]["versions"] = json!([
+            {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": bad}},
+            {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": bad}}
+        ]);
+        assert_eq!(
+            fields(&validate_crd(&c)),
+            ["spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"]
+        );
+        // Schemas that differ are checked per version.
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object"});
+        assert_eq!(
+            fields(&validate_crd(&c)),
+            [
+                "spec.versions[1].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+            ]
+        );
+    }
+
+    #[test]
     fn exactly_one_storage_version_and_a_schema_each_are_required() {
         let mut c = crd();
         c["spec"]["versions"] = json!([

@@ -445,7 +445,14 @@ impl<'s> Checker<'s, '_> {
             ("string", None, [_]) => Ty::Known(Kind::String),
             ("bool", None, [_]) => Ty::Known(Kind::Bool),
             ("bytes", None, [_]) => Ty::Known(Kind::Bytes),
-            ("hasValue" | "exists" | "all" | "exists_one", Some(_), _) => bool_ty,
+            ("hasValue" | "isSorted", Some(_), _) => bool_ty,
+            ("indexOf" | "lastIndexOf", Some(_), _) => Ty::Known(Kind::Int),
+            ("find" | "join", Some(_), _) => Ty::Known(Kind::String),
+            ("findAll" | "split", Some(_), _) => Ty::Known(Kind::List),
+            // The list's items keep their schema.
+            ("min" | "max" | "sum", Some(Ty::Node(s, _)), []) if s.ty == Some(JsonType::Array) => {
+                element(s)
+            }
             ("_[_]", None, [_, _]) => match args[0] {
                 Ty::Node(s, _) => element(s),
                 _ => Ty::Dyn,
