@@ -27,13 +27,12 @@ use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_configmap_sync::{ConfigMapSync, ConfigMapSyncSpec};
 use kore_sample_controller::{Foo, FooSpec};
 use kore_testenv::TestEnv;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{CustomResourceExt as _, Resource as _, ResourceExt as _};
+use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
 use crate::operators_child::{Child, ChildSpec, Implementation, Stats};
@@ -457,20 +456,14 @@ async fn server() -> anyhow::Result<(TestEnv, String)> {
     Ok((env, url))
 }
 
-async fn install_crd(client: &kube::Client, crd: CustomResourceDefinition) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.name_any();
-    api.create(&PostParams::default(), &crd).await?;
-    kore_testenv::wait_for(Duration::from_secs(30), || async {
-        let crd = api.get(&name).await.ok()?;
-        crd.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await
-    .with_context(|| format!("waiting for {name} to be Established"))
+/// Installs `operator`'s CRDs, as its manifests would.
+async fn install_crds(
+    client: &kube::Client,
+    operator: &kore_operator::Operator,
+) -> anyhow::Result<()> {
+    kore_operator::install::crds(client, operator)
+        .await
+        .with_context(|| format!("installing the CRDs of {}", operator.name))
 }
 
 async fn create_namespaces(
@@ -554,7 +547,7 @@ async fn configmap_sync(
 ) -> anyhow::Result<Outcome> {
     let (env, url) = server().await?;
     let client = env.client();
-    install_crd(&client, ConfigMapSync::crd()).await?;
+    install_crds(&client, &kore_configmap_sync::operator()).await?;
     create_namespaces(
         &client,
         std::iter::once(SOURCE_NS.to_owned()).chain((0..sizes.destinations).map(destination_ns)),
@@ -821,7 +814,7 @@ async fn verify_copies(client: &kube::Client, sizes: &Sizes) -> anyhow::Result<(
 async fn foos(sizes: &Sizes, concurrency: usize) -> anyhow::Result<Outcome> {
     let (env, url) = server().await?;
     let client = env.client();
-    install_crd(&client, Foo::crd()).await?;
+    install_crds(&client, &kore_sample_controller::operator()).await?;
     create_namespaces(&client, [FOO_NS.to_owned()]).await?;
     let replicas = |i: usize| i32::try_from(1 + i % 3).expect("1..=3 fits");
     let objects: Vec<Foo> = (0..sizes.foos)

@@ -541,23 +541,9 @@ mod tests {
     /// A server with the CRD, a source `src/cfg` and a ConfigMapSync `src/s` → `dst`.
     async fn scenario() -> anyhow::Result<kore_testenv::TestEnv> {
         use k8s_openapi::api::core::v1::Namespace;
-        use kube::CustomResourceExt as _;
         let env = kore_testenv::TestEnv::start().await?;
         let client = env.client();
-        let crds: Api<
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        > = Api::all(client.clone());
-        crds.create(&PostParams::default(), &ConfigMapSync::crd())
-            .await?;
-        kore_testenv::wait_for(Duration::from_secs(10), || async {
-            let crd = crds.get("configmapsyncs.sync.kore.dev").await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await?;
+        kore_operator::install::crds(&client, &kore_configmap_sync::operator()).await?;
         for ns in ["src", "dst"] {
             let mut namespace = Namespace::default();
             namespace.metadata.name = Some(ns.into());

@@ -11,7 +11,7 @@ use kore_sample_controller::Foo;
 use kube::api::Api;
 use serde_json::Value;
 
-use crate::apply::{apply, describe};
+use kore_operator::install::{apply, describe};
 
 /// How a sample is doing: converged (with a line to print), or not yet (and why).
 type Progress = Result<String, String>;
@@ -183,7 +183,7 @@ mod tests {
         let env = kore_testenv::TestEnv::start().await?;
         let operators = crate::operators::all();
         for operator in &operators {
-            crate::install::crds(&env.client(), operator).await?;
+            kore_operator::install::crds(&env.client(), operator).await?;
         }
         let missing = run(&env.client(), &operators, Duration::from_millis(200)).await?;
         assert_eq!(missing.len(), 2, "{missing:?}");

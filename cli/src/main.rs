@@ -6,7 +6,6 @@
 //! - `kore manifests` writes or checks `deploy/` (`manifests.rs`).
 //! - `kore apiserver` starts the API server alone, with every option.
 
-mod apply;
 mod demo;
 mod install;
 mod manifests;

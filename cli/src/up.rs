@@ -124,7 +124,7 @@ impl Running {
         router: axum::Router,
         namespace: &str,
     ) -> anyhow::Result<Running> {
-        install::namespace(admin, namespace).await?;
+        kore_operator::install::namespace(admin, namespace).await?;
         let mut running = Running {
             operators: Vec::new(),
             managers: JoinSet::new(),

@@ -8,10 +8,9 @@ use std::time::Duration;
 use common::{Process, kore};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_sample_controller::{Foo, FooSpec};
 use kore_testenv::wait_for;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 
 const CONVERGE: Duration = Duration::from_secs(30);
 
@@ -19,26 +18,9 @@ const CONVERGE: Duration = Duration::from_secs(30);
 async fn kore_run_reconciles_a_foo_on_a_separate_api_server_with_leader_election() {
     let server = Process::start("apiserver", &[]).await;
     let client = server.client().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kore_sample_controller::operator().crds {
-        crds.patch(
-            crd.metadata.name.as_deref().expect("a name"),
-            &PatchParams::apply("test"),
-            &Patch::Apply(&crd),
-        )
+    kore_operator::install::crds(&client, &kore_sample_controller::operator())
         .await
-        .expect("CRD installed");
-    }
-    wait_for(CONVERGE, || async {
-        let crd = crds.get("foos.samplecontroller.k8s.io").await.ok()?;
-        crd.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await
-    .expect("the CRD is established");
+        .expect("the CRD is installed and Established");
 
     let probes = free_port();
     let probe_addr = format!("127.0.0.1:{probes}");

@@ -13,117 +13,28 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kore_operator::Operator;
-use kore_operator::manifests::{leader_election_rules, rbac};
-use kube::api::{Api, Patch, PatchParams};
-use serde::Serialize;
+use kore_operator::manifests::leader_election_rules;
 
-use crate::{TestEnv, wait_for};
+use crate::TestEnv;
 
-/// How long a CRD may take to be Established.
-const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The field manager the installation writes with.
-const MANAGER: &str = "kore-testenv";
-
-/// Installs `operator` into `namespace` as its manifests would: the namespace, its CRDs
-/// (waiting until each is Established) and the RBAC of [`kore_operator::manifests::rbac`].
-/// Returns a client that acts as the operator's ServiceAccount, so every request it makes
-/// is authorized by that RBAC.
+/// Installs `operator` into `namespace` as its manifests would
+/// ([`kore_operator::install::operator`]: the namespace, its CRDs, waiting until each is
+/// Established, and the RBAC of [`kore_operator::manifests::rbac`]). Returns a client that
+/// acts as the operator's ServiceAccount, so every request it makes is authorized by that
+/// RBAC.
 pub async fn install(
     env: &TestEnv,
     operator: &Operator,
     namespace: &str,
 ) -> anyhow::Result<kube::Client> {
-    let admin = env.client();
-    let ns = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(namespace.to_owned()),
-            ..Default::default()
-        },
-        ..Namespace::default()
-    };
-    apply(Api::<Namespace>::all(admin.clone()), namespace, &ns).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in &operator.crds {
-        let name = crd.metadata.name.clone().context("a CRD without a name")?;
-        apply(crds.clone(), &name, crd).await?;
-        wait_for(ESTABLISHED_TIMEOUT, || async {
-            let crd = crds.get(&name).await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
+    kore_operator::install::operator(&env.client(), operator, namespace)
         .await
-        .with_context(|| format!("CRD {name} did not become Established"))?;
-    }
-    let objects = rbac(operator, namespace);
-    apply(
-        Api::namespaced(admin.clone(), namespace),
-        operator.name,
-        &objects.service_account,
-    )
-    .await?;
-    let cluster_role_name = objects
-        .cluster_role
-        .metadata
-        .name
-        .clone()
-        .unwrap_or_default();
-    apply(
-        Api::all(admin.clone()),
-        &cluster_role_name,
-        &objects.cluster_role,
-    )
-    .await?;
-    apply(
-        Api::all(admin.clone()),
-        &cluster_role_name,
-        &objects.cluster_role_binding,
-    )
-    .await?;
-    let role_name = objects.role.metadata.name.clone().unwrap_or_default();
-    apply(
-        Api::namespaced(admin.clone(), namespace),
-        &role_name,
-        &objects.role,
-    )
-    .await?;
-    apply(
-        Api::namespaced(admin, namespace),
-        &role_name,
-        &objects.role_binding,
-    )
-    .await?;
+        .with_context(|| format!("installing {}", operator.name))?;
     env.service_account_client(namespace, operator.name).await
-}
-
-/// Server-side applies `obj` (with its apiVersion and kind set) as the installer.
-async fn apply<K>(api: Api<K>, name: &str, obj: &K) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let mut value = serde_json::to_value(obj)?;
-    let dt = K::DynamicType::default();
-    value["apiVersion"] = K::api_version(&dt).into_owned().into();
-    value["kind"] = K::kind(&dt).into_owned().into();
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&value),
-    )
-    .await
-    .with_context(|| format!("applying {} {name}", K::kind(&dt)))?;
-    Ok(())
 }
 
 /// One permission: verb on group/resource[/subresource].

@@ -88,38 +88,8 @@ fn samples() -> Vec<serde_json::Value> {
     ]
 }
 
-/// How the operator runs.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Options {
-    /// Watch only this namespace (default: all).
-    pub namespace: Option<String>,
-    /// Reconciles at once.
-    pub max_concurrent_reconciles: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            namespace: None,
-            max_concurrent_reconciles: 4,
-        }
-    }
-}
-
-impl Options {
-    /// Watch only `namespace`.
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Run `n` reconciles at once.
-    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
-        self.max_concurrent_reconciles = n;
-        self
-    }
-}
+/// How the operator runs (shared by every kore operator).
+pub use kore_operator::Options;
 
 /// Whether an update of a ConfigMapSync needs a reconcile: its spec changed, its deletion
 /// began, or someone removed the finalizer. Status writes and the operator's own finalizer

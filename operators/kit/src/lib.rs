@@ -6,6 +6,7 @@
 //! (`kore manifests`), the RBAC the tests run each operator under, and what `kore up` installs,
 //! so the three cannot drift apart.
 
+pub mod install;
 pub mod manifests;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -39,4 +40,37 @@ pub fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// The rule every operator needs to record events (events.k8s.io/v1, with series updates).
 pub fn events_rule() -> PolicyRule {
     rule("events.k8s.io", &["events"], &["create", "patch"])
+}
+
+/// How an operator runs: what every operator's `register` takes.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Options {
+    /// Watch only this namespace (default: all).
+    pub namespace: Option<String>,
+    /// Reconciles at once.
+    pub max_concurrent_reconciles: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            max_concurrent_reconciles: 4,
+        }
+    }
+}
+
+impl Options {
+    /// Watch only `namespace`.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Run `n` reconciles at once.
+    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
+        self.max_concurrent_reconciles = n;
+        self
+    }
 }

@@ -63,38 +63,8 @@ pub fn sample() -> serde_json::Value {
     })
 }
 
-/// How the operator runs.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Options {
-    /// Watch only this namespace (default: all).
-    pub namespace: Option<String>,
-    /// Reconciles at once.
-    pub max_concurrent_reconciles: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            namespace: None,
-            max_concurrent_reconciles: 4,
-        }
-    }
-}
-
-impl Options {
-    /// Watch only `namespace`.
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Run `n` reconciles at once.
-    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
-        self.max_concurrent_reconciles = n;
-        self
-    }
-}
+/// How the operator runs (shared by every kore operator).
+pub use kore_operator::Options;
 
 /// Adds the operator's controllers to `manager`, reporting to `metrics` (which the caller
 /// registers once in the manager's registry). They run when the manager runs, on the leader.
