@@ -211,6 +211,22 @@ impl Fixture {
     }
 
     /// Waits until the copy `ns/name` holds `data`, and returns it.
+    /// The scenario most tests start from: namespaces `src`, `a` and `b`, the source
+    /// `src/app` holding `v=1`, and the ConfigMapSync `src/sync` copying it into `a` and `b`,
+    /// with both copies in place.
+    async fn sync_app_to_a_and_b(&self) -> anyhow::Result<()> {
+        for ns in ["src", "a", "b"] {
+            self.namespace(ns, &[]).await?;
+        }
+        self.source("src", "app", &[("v", "1")]).await?;
+        let mut s = spec("src", "app");
+        s.destination_namespaces = vec!["a".into(), "b".into()];
+        self.create_sync("src", "sync", s).await?;
+        self.wait_copy("a", "app", &[("v", "1")]).await?;
+        self.wait_copy("b", "app", &[("v", "1")]).await?;
+        Ok(())
+    }
+
     async fn wait_copy(
         &self,
         ns: &str,
@@ -416,15 +432,7 @@ async fn the_tutorial_spec_copies_data_and_binary_data_and_reports_ready() -> an
 async fn copies_follow_the_source_and_edited_or_deleted_copies_are_restored() -> anyhow::Result<()>
 {
     let f = Fixture::start().await?;
-    for ns in ["src", "a", "b"] {
-        f.namespace(ns, &[]).await?;
-    }
-    f.source("src", "app", &[("v", "1")]).await?;
-    let mut s = spec("src", "app");
-    s.destination_namespaces = vec!["a".into(), "b".into()];
-    f.create_sync("src", "sync", s).await?;
-    f.wait_copy("a", "app", &[("v", "1")]).await?;
-    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.sync_app_to_a_and_b().await?;
 
     // The source changes: both copies follow, and the status names the new version.
     let changed = f
@@ -662,15 +670,7 @@ async fn a_missing_source_keeps_the_copies_and_syncing_resumes_when_it_returns()
 #[tokio::test]
 async fn deleting_the_configmapsync_removes_its_copies_before_it_goes() -> anyhow::Result<()> {
     let f = Fixture::start().await?;
-    for ns in ["src", "a", "b"] {
-        f.namespace(ns, &[]).await?;
-    }
-    f.source("src", "app", &[("v", "1")]).await?;
-    let mut s = spec("src", "app");
-    s.destination_namespaces = vec!["a".into(), "b".into()];
-    f.create_sync("src", "sync", s).await?;
-    f.wait_copy("a", "app", &[("v", "1")]).await?;
-    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.sync_app_to_a_and_b().await?;
     f.wait_ready("src", "sync", REASON_SYNCED).await?;
 
     f.syncs("src")
@@ -695,15 +695,7 @@ async fn deleting_the_configmapsync_removes_its_copies_before_it_goes() -> anyho
 #[tokio::test]
 async fn a_destination_that_leaves_the_spec_loses_its_copy() -> anyhow::Result<()> {
     let f = Fixture::start().await?;
-    for ns in ["src", "a", "b"] {
-        f.namespace(ns, &[]).await?;
-    }
-    f.source("src", "app", &[("v", "1")]).await?;
-    let mut s = spec("src", "app");
-    s.destination_namespaces = vec!["a".into(), "b".into()];
-    f.create_sync("src", "sync", s).await?;
-    f.wait_copy("a", "app", &[("v", "1")]).await?;
-    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.sync_app_to_a_and_b().await?;
 
     f.patch_spec("src", "sync", json!({"destinationNamespaces": ["a"]}))
         .await?;
@@ -1110,15 +1102,7 @@ async fn with_a_namespace_option_only_that_namespace_is_watched() -> anyhow::Res
 async fn one_lifecycle_uses_every_permission_the_rbac_grants_and_nothing_else() -> anyhow::Result<()>
 {
     let f = Fixture::start().await?;
-    for ns in ["src", "a", "b"] {
-        f.namespace(ns, &[]).await?;
-    }
-    f.source("src", "app", &[("v", "1")]).await?;
-    let mut s = spec("src", "app");
-    s.destination_namespaces = vec!["a".into(), "b".into()];
-    f.create_sync("src", "sync", s).await?;
-    f.wait_copy("a", "app", &[("v", "1")]).await?;
-    f.wait_copy("b", "app", &[("v", "1")]).await?;
+    f.sync_app_to_a_and_b().await?;
     f.wait_ready("src", "sync", REASON_SYNCED).await?;
 
     // Updates of copies.
