@@ -49,16 +49,8 @@ pub(crate) fn client_with_token(
     token: &str,
     namespace: &str,
 ) -> anyhow::Result<kube::Client> {
-    let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+    let service = kore_apiserver::server::ApiServer::router_with_token(router, token)
         .context("the token is not a valid header value")?;
-    let service = tower::ServiceExt::map_request(
-        router,
-        move |mut req: http::Request<kube::client::Body>| {
-            req.headers_mut()
-                .insert(http::header::AUTHORIZATION, value.clone());
-            req
-        },
-    );
     Ok(kube::Client::new(service, namespace))
 }
 

@@ -1,7 +1,7 @@
 //! The operators this binary carries, by name: their description (CRDs, RBAC, samples) and
 //! how to add them to a manager.
 
-use kore_operator::Operator;
+use kore_operator::{Operator, Options};
 use kore_runtime::Manager;
 use kore_runtime::metrics::Metrics;
 
@@ -12,8 +12,8 @@ pub(crate) struct Known {
     pub(crate) name: &'static str,
     /// Its description.
     pub(crate) operator: fn() -> Operator,
-    /// Adds its controllers to a manager, watching one namespace or all.
-    pub(crate) register: fn(&mut Manager, &Metrics, Option<&str>),
+    /// Adds its controllers to a manager.
+    pub(crate) register: fn(&mut Manager, &Metrics, &Options),
 }
 
 /// Every operator, in the order they are installed and started.
@@ -21,24 +21,12 @@ pub(crate) const KNOWN: &[Known] = &[
     Known {
         name: kore_configmap_sync::NAME,
         operator: kore_configmap_sync::operator,
-        register: |manager, metrics, namespace| {
-            let mut options = kore_configmap_sync::Options::default();
-            if let Some(ns) = namespace {
-                options = options.namespace(ns);
-            }
-            kore_configmap_sync::register(manager, metrics, &options);
-        },
+        register: kore_configmap_sync::register,
     },
     Known {
         name: kore_sample_controller::NAME,
         operator: kore_sample_controller::operator,
-        register: |manager, metrics, namespace| {
-            let mut options = kore_sample_controller::Options::default();
-            if let Some(ns) = namespace {
-                options = options.namespace(ns);
-            }
-            kore_sample_controller::register(manager, metrics, &options);
-        },
+        register: kore_sample_controller::register,
     },
 ];
 

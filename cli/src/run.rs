@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
+use kore_operator::Options;
 use kore_runtime::Manager;
 use kore_runtime::manager::LeaseConfig;
 use kore_runtime::metrics::Metrics;
@@ -132,7 +133,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     metrics.register(manager.registry_mut());
     for known in &chosen {
-        (known.register)(&mut manager, &metrics, args.namespace.as_deref());
+        let mut options = Options::default();
+        if let Some(ns) = &args.namespace {
+            options = options.namespace(ns.clone());
+        }
+        (known.register)(&mut manager, &metrics, &options);
     }
     tracing::info!(operators = %names.join(","), namespace = ?args.namespace, "running");
     manager.run().await.context("the manager stopped")

@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use kore_apiserver::server::{ApiServer, Config};
-use kore_operator::Operator;
 use kore_operator::manifests::DEFAULT_NAMESPACE;
+use kore_operator::{Operator, Options};
 use kore_runtime::Manager;
 use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
 use kore_runtime::metrics::Metrics;
@@ -147,7 +147,7 @@ impl Running {
                 .build();
             let metrics = Metrics::new();
             metrics.register(manager.registry_mut());
-            (known.register)(&mut manager, &metrics, None);
+            (known.register)(&mut manager, &metrics, &Options::default());
             running.stops.push(manager.shutdown_handle());
             let name = known.name;
             running

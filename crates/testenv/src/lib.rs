@@ -211,16 +211,8 @@ impl TestEnv {
     /// A client talking to the server in-process that presents `token` as its bearer token;
     /// its default namespace is `namespace`. A token the server does not accept gets 401.
     pub fn client_with_token(&self, token: &str, namespace: &str) -> anyhow::Result<kube::Client> {
-        let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+        let service = ApiServer::router_with_token(self.server().router(), token)
             .context("the token is not a valid header value")?;
-        let service = tower::ServiceExt::map_request(
-            self.server().router(),
-            move |mut req: http::Request<kube::client::Body>| {
-                req.headers_mut()
-                    .insert(http::header::AUTHORIZATION, value.clone());
-                req
-            },
-        );
         Ok(kube::Client::new(service, namespace))
     }
 

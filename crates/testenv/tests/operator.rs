@@ -28,6 +28,16 @@ fn crd() -> CustomResourceDefinition {
     .expect("a valid CRD")
 }
 
+fn gadget_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "test.kore.dev".into(),
+        version: "v1".into(),
+        api_version: "test.kore.dev/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    }
+}
+
 fn operator() -> Operator {
     Operator {
         name: "gadget-operator",
@@ -60,17 +70,8 @@ async fn an_installed_operator_acts_as_its_service_account_and_its_unused_and_re
     // Allowed: what the rules grant.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     cms.list(&Default::default()).await?;
-    let gadgets: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kube::api::ApiResource {
-            group: "test.kore.dev".into(),
-            version: "v1".into(),
-            api_version: "test.kore.dev/v1".into(),
-            kind: "Gadget".into(),
-            plural: "gadgets".into(),
-        },
-    );
+    let gadgets: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &gadget_resource());
     gadgets.list(&Default::default()).await?;
     // The leader-election Role allows the Lease in the operator's namespace only.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "gadgets-system");
@@ -103,16 +104,7 @@ async fn an_installed_operator_acts_as_its_service_account_and_its_unused_and_re
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("made".into());
     cms.create(&PostParams::default(), &cm).await?;
-    let gadgets: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource {
-            group: "test.kore.dev".into(),
-            version: "v1".into(),
-            api_version: "test.kore.dev/v1".into(),
-            kind: "Gadget".into(),
-            plural: "gadgets".into(),
-        },
-    );
+    let gadgets: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &gadget_resource());
     gadgets.list(&Default::default()).await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "gadgets-system");
     let created = leases

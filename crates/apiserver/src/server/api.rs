@@ -23,6 +23,9 @@ use crate::registry::builtin::INITIAL_NAMESPACES;
 use crate::registry::rest::WriteOptions;
 use crate::storage::{Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend};
 
+/// [`ApiServer::router_with_token`]: the router with a bearer token on every request.
+pub type RouterWithToken = tower_http::set_header::SetRequestHeader<Router, ::http::HeaderValue>;
+
 /// Settings of an [`ApiServer`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -215,6 +218,24 @@ impl ApiServer {
     /// The HTTP router: a tower `Service` serving the whole API.
     pub fn router(&self) -> Router {
         self.router.clone()
+    }
+
+    /// The router, presenting `token` as every request's bearer token: an in-process
+    /// client (`kube::Client::new(service, ns)`) that acts as whoever the token names — a
+    /// ServiceAccount, so that RBAC decides each request as it would over a socket.
+    ///
+    /// # Errors
+    /// When `token` cannot be a header value.
+    pub fn router_with_token(
+        router: Router,
+        token: &str,
+    ) -> Result<RouterWithToken, ::http::header::InvalidHeaderValue> {
+        let value = ::http::HeaderValue::from_str(&format!("Bearer {token}"))?;
+        Ok(tower_http::set_header::SetRequestHeader::overriding(
+            router,
+            ::http::header::AUTHORIZATION,
+            value,
+        ))
     }
 
     /// The registry (resources and storage).

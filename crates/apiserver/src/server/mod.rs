@@ -9,4 +9,4 @@ pub mod serve;
 
 mod api;
 
-pub use api::{ApiServer, Config, Endpoint, ServerError};
+pub use api::{ApiServer, Config, Endpoint, RouterWithToken, ServerError};
