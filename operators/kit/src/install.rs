@@ -105,18 +105,9 @@ pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObjec
     })
 }
 
-fn to_json<T: serde::Serialize>(what: &str, object: &T) -> Result<Value, Error> {
-    serde_json::to_value(object).map_err(|source| {
-        Error::Manifests(manifests::Error::Json {
-            what: what.to_owned(),
-            source,
-        })
-    })
-}
-
 /// Applies the namespace `name`.
 pub async fn namespace(client: &kube::Client, name: &str) -> Result<(), Error> {
-    let object = to_json("the namespace", &manifests::namespace(name))?;
+    let object = manifests::json("the namespace", &manifests::namespace(name))?;
     apply(client, &object).await?;
     Ok(())
 }
@@ -128,7 +119,7 @@ pub async fn crd(client: &kube::Client, crd: &CustomResourceDefinition) -> Resul
         .name
         .clone()
         .ok_or(Error::Incomplete("metadata.name"))?;
-    let mut object = to_json("the CRD", crd)?;
+    let mut object = manifests::json("the CRD", crd)?;
     object["apiVersion"] = "apiextensions.k8s.io/v1".into();
     object["kind"] = "CustomResourceDefinition".into();
     apply(client, &object).await?;

@@ -405,7 +405,8 @@ impl Rbac {
     }
 }
 
-fn json<T: Serialize>(what: &str, object: &T) -> Result<Value, Error> {
+/// `object` as JSON, naming `what` on failure.
+pub(crate) fn json<T: Serialize>(what: &str, object: &T) -> Result<Value, Error> {
     serde_json::to_value(object).map_err(|source| Error::Json {
         what: what.to_owned(),
         source,
