@@ -402,34 +402,45 @@ impl LeaderElector {
     }
 
     /// Clears the holder if the Lease still names this process; errors are logged only (the
-    /// Lease then simply expires).
+    /// Lease then simply expires). A conflict is retried on a fresh read: a renewal cut short
+    /// by the shutdown may still land between this read and this write.
     async fn release(&mut self) {
-        let mut lease = match self.api.get_opt(&self.config.name).await {
-            Ok(Some(l)) => l,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(lease = %self.config.name, error = %e, "could not read the lease to release it");
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            let mut lease = match self.api.get_opt(&self.config.name).await {
+                Ok(Some(l)) => l,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(lease = %self.config.name, error = %e, "could not read the lease to release it");
+                    return;
+                }
+            };
+            let mut spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
                 return;
             }
-        };
-        let mut spec = lease.spec.clone().unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
-        }
-        let now = MicroTime(Timestamp::now());
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.acquire_time = Some(now.clone());
-        spec.renew_time = Some(now);
-        lease.spec = Some(spec);
-        match self
-            .api
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => tracing::info!(lease = %self.config.name, "released the lease"),
-            Err(e) => {
-                tracing::warn!(lease = %self.config.name, error = %e, "could not release the lease")
+            let now = MicroTime(Timestamp::now());
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.acquire_time = Some(now.clone());
+            spec.renew_time = Some(now);
+            lease.spec = Some(spec);
+            match self
+                .api
+                .replace(&self.config.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(lease = %self.config.name, "released the lease");
+                    return;
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < ATTEMPTS => {
+                    tracing::debug!(lease = %self.config.name, "the lease changed while releasing it; reading it again");
+                }
+                Err(e) => {
+                    tracing::warn!(lease = %self.config.name, error = %e, "could not release the lease");
+                    return;
+                }
             }
         }
     }
