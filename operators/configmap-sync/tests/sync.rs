@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kore_configmap_sync::reconcile::{
     REASON_CONFLICT, REASON_DESTINATION_NOT_FOUND, REASON_INVALID_SPEC, REASON_SOURCE_NOT_FOUND,
     REASON_SYNCED,
@@ -210,7 +211,6 @@ impl Fixture {
         Ok(())
     }
 
-    /// Waits until the copy `ns/name` holds `data`, and returns it.
     /// The scenario most tests start from: namespaces `src`, `a` and `b`, the source
     /// `src/app` holding `v=1`, and the ConfigMapSync `src/sync` copying it into `a` and `b`,
     /// with both copies in place.
@@ -227,6 +227,7 @@ impl Fixture {
         Ok(())
     }
 
+    /// Waits until the copy `ns/name` holds `data`, and returns it.
     async fn wait_copy(
         &self,
         ns: &str,
@@ -776,6 +777,58 @@ async fn copies_of_a_configmapsync_deleted_while_the_operator_was_down_are_remov
     f.wait_gone("dst", "app").await?;
     f.configmaps("src").get("app").await?;
     f.finish().await
+}
+
+/// No copy exists before the finalizer that would remove it: with the finalizer's patch
+/// refused (the ClusterRole loses `patch` on configmapsyncs), the operator copies nothing and
+/// backs off; once the permission is back, the finalizer goes on and the copy is made.
+#[tokio::test]
+async fn nothing_is_copied_until_the_finalizer_is_in_place() -> anyhow::Result<()> {
+    let mut f = Fixture::start().await?;
+    for ns in ["src", "dst"] {
+        f.namespace(ns, &[]).await?;
+    }
+    f.source("src", "app", &[("v", "1")]).await?;
+    let operator = kore_configmap_sync::operator();
+    let roles: Api<ClusterRole> = Api::all(f.admin.clone());
+    let name = kore_operator::manifests::cluster_role_name(&operator);
+    let granted = roles.get(&name).await?;
+    let mut refused = granted.clone();
+    for rule in refused.rules.iter_mut().flatten() {
+        if rule.resources.as_deref() == Some(&["configmapsyncs".to_owned()][..]) {
+            rule.verbs.retain(|v| v != "patch");
+        }
+    }
+    roles
+        .replace(&name, &PostParams::default(), &refused)
+        .await?;
+
+    f.create_sync("src", "sync", ConfigMapSyncSpec::new("src", "app", "dst"))
+        .await?;
+    // Two failed reconciles (the first try and a retry after its backoff).
+    let running = f.running()?;
+    wait_for(WAIT, || async {
+        (running.reconciles().ok()? >= 2.0).then_some(())
+    })
+    .await?;
+    assert!(f.configmaps("dst").get_opt("app").await?.is_none());
+    let sync = f.syncs("src").get("sync").await?;
+    assert_eq!(sync.metadata.finalizers, None);
+    assert_eq!(sync.status, None);
+    let report = kore_testenv::operator::privileges(&f.env, &operator, OPERATOR_NS)?;
+    let denied: Vec<String> = report.denied.iter().map(ToString::to_string).collect();
+    assert_eq!(denied, ["patch sync.kore.dev/configmapsyncs"]);
+
+    let mut restored = roles.get(&name).await?;
+    restored.rules = granted.rules;
+    roles
+        .replace(&name, &PostParams::default(), &restored)
+        .await?;
+    f.wait_copy("dst", "app", &[("v", "1")]).await?;
+    let sync = f.wait_ready("src", "sync", REASON_SYNCED).await?;
+    assert_eq!(sync.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
+    f.stop().await?;
+    Ok(())
 }
 
 #[tokio::test]

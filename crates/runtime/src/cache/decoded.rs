@@ -14,8 +14,8 @@
 //! set bits and evicts the first slot it finds clear. Inserts start with the bit clear, so
 //! objects read only once leave before objects read again.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use super::Map;
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::store::Entry;
@@ -45,7 +45,7 @@ pub(crate) enum Insert {
 
 pub(crate) struct Decoded<K> {
     shards: Box<[Mutex<Shard<K>>]>,
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
     capacity: usize,
 }
 
@@ -60,7 +60,7 @@ struct Shard<K> {
     slots: Vec<Slot<K>>,
     /// Key → index in `slots`. The map's key is the slot's entry (hashed by its key), so no
     /// key string is allocated; it is replaced together with the slot's entry.
-    index: HashMap<Entry, usize>,
+    index: Map<Entry, usize>,
     hand: usize,
 }
 
@@ -75,14 +75,14 @@ impl<K> Decoded<K> {
                 Mutex::new(Shard {
                     capacity: cap,
                     slots: Vec::new(),
-                    index: HashMap::new(),
+                    index: Map::default(),
                     hand: 0,
                 })
             })
             .collect();
         Decoded {
             shards,
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             capacity,
         }
     }

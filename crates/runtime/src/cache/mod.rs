@@ -14,6 +14,14 @@ mod key;
 mod packed;
 mod store;
 
+/// The cache's hash maps use foldhash (hashbrown's default hasher, randomly seeded) rather than
+/// SipHash, as the workqueue does: every event, every read and every index lookup hashes an
+/// object key, and keys are names the cluster's users choose but cannot make collide without
+/// knowing the seed.
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// A set hashed as [`Map`] is.
+type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
 pub use key::ObjectKey;
 pub use store::Store;
 

@@ -30,7 +30,7 @@
 //! new symbols at [`MAX_SYMBOLS`]. String values that repeat across objects (`apiVersion`,
 //! `kind`, `namespace`, label values) are symbols too.
 
-use std::collections::HashMap;
+use super::Map;
 use std::sync::RwLock;
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -69,7 +69,7 @@ pub(crate) struct Dictionary {
 #[derive(Debug, Default)]
 struct Symbols {
     by_id: Vec<Box<str>>,
-    by_name: HashMap<Box<str>, u32>,
+    by_name: Map<Box<str>, u32>,
 }
 
 impl Symbols {
@@ -284,19 +284,108 @@ fn format_uuid(b: &[u8]) -> String {
     s
 }
 
-/// Seconds since the epoch of a `YYYY-MM-DDTHH:MM:SSZ` string that formats back identically.
+/// Seconds since the epoch of a `YYYY-MM-DDTHH:MM:SSZ` string that formats back identically
+/// (a real date and time of day, no leap second).
 fn parse_time(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() != 20 || b[4] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
         return None;
     }
-    let ts: jiff::Timestamp = s.parse().ok()?;
-    (format_time(ts.as_second())? == s).then(|| ts.as_second())
+    let num = |from: usize, to: usize| -> Option<i64> {
+        b[from..to].iter().try_fold(0i64, |n, c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; `None` outside the years 0 to 9999.
 fn format_time(secs: i64) -> Option<String> {
-    let ts = jiff::Timestamp::from_second(secs).ok()?;
-    Some(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let mut out = String::with_capacity(20);
+    push_digits(&mut out, year, 4);
+    let rest = [
+        ('-', month),
+        ('-', day),
+        ('T', rem / 3_600),
+        (':', rem / 60 % 60),
+        (':', rem % 60),
+    ];
+    for (separator, value) in rest {
+        out.push(separator);
+        push_digits(&mut out, value, 2);
+    }
+    out.push('Z');
+    Some(out)
+}
+
+/// Appends the last `width` decimal digits of `n` (not negative), zero-padded.
+fn push_digits(out: &mut String, n: i64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = u32::try_from(n / 10_i64.pow(place) % 10).unwrap_or(0);
+        out.push(char::from_digit(digit, 10).unwrap_or('0'));
+    }
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (counting in 400-year eras of
+/// 146,097 days, with years starting in March so that the leap day comes last).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of `days` since 1970-01-01: the inverse of [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// A serde deserializer over packed bytes.
@@ -626,6 +715,55 @@ mod tests {
             dict.encode(&v);
         }
         assert!(dict.len() < 30, "{} symbols", dict.len());
+    }
+
+    /// The hand-written calendar agrees with jiff's on whole seconds across the years 0–9999,
+    /// both ways, and refuses what would not format back identically.
+    #[test]
+    fn timestamps_pack_exactly_as_jiff_formats_them() {
+        let jiff_format = |secs: i64| {
+            jiff::Timestamp::from_second(secs)
+                .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                .ok()
+        };
+        let first = -62_167_219_200; // 0000-01-01T00:00:00Z
+        let last = 253_402_300_799; // 9999-12-31T23:59:59Z
+        let mut secs = first;
+        let mut step = 1;
+        while secs <= last {
+            let text = format_time(secs).expect("in range");
+            assert_eq!(Some(&text), jiff_format(secs).as_ref(), "{secs}");
+            assert_eq!(parse_time(&text), Some(secs), "{text}");
+            secs += step;
+            step = (step * 7 + 3) % 9_999_991; // a few thousand irregular strides
+        }
+        for day in 0..=1_500 {
+            // Every day of four years around a leap day, at its last second.
+            let secs = 1_704_067_199 + day * 86_400;
+            assert_eq!(format_time(secs), jiff_format(secs));
+        }
+        assert_eq!(format_time(first - 1), None);
+        assert_eq!(format_time(last + 1), None);
+        for bad in [
+            "2024-02-30T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2024-13-01T00:00:00Z",
+            "2024-00-01T00:00:00Z",
+            "2024-01-00T00:00:00Z",
+            "2024-01-01T24:00:00Z",
+            "2024-01-01T00:60:00Z",
+            "2024-01-01T00:00:60Z",
+            "2024-01-01t00:00:00Z",
+            "2024-01-01T00:00:00z",
+            "2024-01-01 00:00:00Z",
+            "2024-01-01T00:00:00+00:00",
+            "+024-01-01T00:00:00Z",
+            "2024-1-01T00:00:00ZZ",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+        assert_eq!(parse_time("2000-02-29T12:34:56Z"), Some(951_827_696));
     }
 
     #[test]

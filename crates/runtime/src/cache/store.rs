@@ -25,7 +25,7 @@
 //!   object). `list` shares what is cached and caches the rest only into free slots, so a
 //!   full listing does not push out hot objects; two concurrent cold listings each decode.
 
-use std::collections::{HashMap, HashSet};
+use super::{Map, Set};
 use std::marker::PhantomData;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -78,7 +78,7 @@ struct Shared<K> {
 /// One cached object in a single allocation: its key, resourceVersion and packed form.
 ///
 /// Layout: varint key length, the key (`ns/name`), varint resourceVersion, packed object.
-/// Hashing and equality use the key only, and `Borrow<str>` exposes it, so a `HashSet<Entry>`
+/// Hashing and equality use the key only, and `Borrow<str>` exposes it, so a `Set<Entry>`
 /// is the whole map with no separate key allocation.
 #[derive(Clone)]
 pub(crate) struct Entry(Arc<[u8]>);
@@ -165,16 +165,16 @@ impl std::borrow::Borrow<str> for Entry {
 }
 
 struct State<K> {
-    entries: HashSet<Entry>,
-    indexes: HashMap<String, Index<K>>,
+    entries: Set<Entry>,
+    indexes: Map<String, Index<K>>,
     /// Deletions recorded by a writer ahead of the watch: key → resourceVersion of the delete.
-    tombstones: HashMap<Box<str>, u64>,
+    tombstones: Map<Box<str>, u64>,
 }
 
 struct Index<K> {
     f: IndexFn<K>,
-    by_value: HashMap<String, HashSet<Box<str>>>,
-    by_key: HashMap<Box<str>, Vec<String>>,
+    by_value: Map<String, Set<Box<str>>>,
+    by_key: Map<Box<str>, Vec<String>>,
 }
 
 impl<K> Index<K> {
@@ -223,8 +223,8 @@ pub(crate) struct Listed {
 /// A full list being built, swapped into the store when complete.
 #[derive(Default)]
 pub(crate) struct ListBuffer {
-    entries: HashSet<Entry>,
-    index: HashMap<Box<str>, Vec<(String, Vec<String>)>>,
+    entries: Set<Entry>,
+    index: Map<Box<str>, Vec<(String, Vec<String>)>>,
 }
 
 impl ListBuffer {
@@ -259,9 +259,9 @@ impl<K> Store<K> {
         Store {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
-                    entries: HashSet::new(),
-                    indexes: HashMap::new(),
-                    tombstones: HashMap::new(),
+                    entries: Set::default(),
+                    indexes: Map::default(),
+                    tombstones: Map::default(),
                 }),
                 decoded: Decoded::new(decoded_capacity),
                 dict: Dictionary::default(),
@@ -476,8 +476,8 @@ impl<K: DeserializeOwned> Store<K> {
         let entries: Vec<Entry> = self.read().entries.iter().cloned().collect();
         let mut index = Index {
             f: Arc::clone(&f),
-            by_value: HashMap::new(),
-            by_key: HashMap::new(),
+            by_value: Map::default(),
+            by_key: Map::default(),
         };
         for entry in &entries {
             if let Some(obj) = self.decode_entry(entry) {
@@ -586,15 +586,15 @@ impl<K: DeserializeOwned> Store<K> {
             .iter()
             .map(|(n, i)| (n.clone(), Arc::clone(&i.f)))
             .collect();
-        let mut indexes: HashMap<String, Index<K>> = fns
+        let mut indexes: Map<String, Index<K>> = fns
             .into_iter()
             .map(|(n, f)| {
                 (
                     n,
                     Index {
                         f,
-                        by_value: HashMap::new(),
-                        by_key: HashMap::new(),
+                        by_value: Map::default(),
+                        by_key: Map::default(),
                     },
                 )
             })
@@ -697,6 +697,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use serde_json::json;
+    use std::collections::{HashMap, HashSet};
 
     fn cm(name: &str, rv: u64, src: &str) -> Value {
         json!({
