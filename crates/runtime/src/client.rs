@@ -21,7 +21,7 @@ use kube::core::Request;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cache::{ObjectKey, Outcome, Store, parse_rv};
+use crate::cache::{ObjectKey, Outcome, Packed, Store, parse_rv};
 use crate::informer::{Informable, SharedInformer};
 
 /// Why a cached client call failed.
@@ -113,15 +113,18 @@ impl<K: Informable + Serialize> CachedClient<K> {
             .request_text(request)
             .await
             .map_err(Error::Api)?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| Error::Decode(Box::new(e)))?;
-        self.record(value)
-    }
-
-    fn record(&self, value: Value) -> Result<Arc<K>, Error> {
+        let mut de = serde_json::Deserializer::from_str(&text);
         let packed = self
             .informer
-            .pack(value)
+            .ingest(&mut de)
+            .and_then(|p| de.end().map(|()| p))
             .map_err(|e| Error::Decode(Box::new(e)))?;
+        self.record(packed)
+    }
+
+    /// Puts an object the server returned in the cache, unless the cache already holds a
+    /// newer version; returns the object readers of this version share.
+    fn record(&self, packed: Packed<K>) -> Result<Arc<K>, Error> {
         let store = self.informer.store();
         // The returned Arc is the one the store's readers of this version share.
         match store.apply(&packed) {
@@ -210,7 +213,11 @@ impl<K: Informable + Serialize> CachedClient<K> {
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
         if still_there {
-            return self.record(value).map(Some);
+            let packed = self
+                .informer
+                .ingest(value)
+                .map_err(|e| Error::Decode(Box::new(e)))?;
+            return self.record(packed).map(Some);
         }
         let rv = parse_rv(
             value

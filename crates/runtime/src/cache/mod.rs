@@ -13,6 +13,7 @@ mod decoded;
 mod key;
 mod packed;
 mod store;
+mod typed;
 
 /// The cache's hash maps use foldhash (hashbrown's default hasher, randomly seeded) rather than
 /// SipHash, as the workqueue does: every event, every read and every index lookup hashes an

@@ -36,17 +36,17 @@ use std::sync::RwLock;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-const NULL: u8 = 0;
-const FALSE: u8 = 1;
-const TRUE: u8 = 2;
-const UINT: u8 = 3;
+pub(super) const NULL: u8 = 0;
+pub(super) const FALSE: u8 = 1;
+pub(super) const TRUE: u8 = 2;
+pub(super) const UINT: u8 = 3;
 const NEGINT: u8 = 4;
-const FLOAT: u8 = 5;
-const STR: u8 = 6;
+pub(super) const FLOAT: u8 = 5;
+pub(super) const STR: u8 = 6;
 const SYM: u8 = 7;
-const ARRAY: u8 = 8;
-const OBJECT: u8 = 9;
-const END: u8 = 10;
+pub(super) const ARRAY: u8 = 8;
+pub(super) const OBJECT: u8 = 9;
+pub(super) const END: u8 = 10;
 const UUID: u8 = 11;
 const TIME: u8 = 12;
 const DIGITS: u8 = 13;
@@ -55,10 +55,10 @@ const DIGITS: u8 = 13;
 pub(crate) const MAX_SYMBOLS: usize = 16 * 1024;
 
 /// Object keys whose maps hold user-chosen keys that rarely repeat across objects.
-const INLINE_KEYS_UNDER: [&str; 4] = ["data", "binaryData", "stringData", "annotations"];
+pub(super) const INLINE_KEYS_UNDER: [&str; 4] = ["data", "binaryData", "stringData", "annotations"];
 
 /// Keys whose string values repeat across objects and are worth a symbol.
-const SYMBOL_VALUES_OF: [&str; 3] = ["apiVersion", "kind", "namespace"];
+pub(super) const SYMBOL_VALUES_OF: [&str; 3] = ["apiVersion", "kind", "namespace"];
 
 /// The symbol table shared by every object of one store.
 #[derive(Debug, Default)]
@@ -67,7 +67,7 @@ pub(crate) struct Dictionary {
 }
 
 #[derive(Debug, Default)]
-struct Symbols {
+pub(super) struct Symbols {
     by_id: Vec<Box<str>>,
     by_name: Map<Box<str>, u32>,
 }
@@ -116,6 +116,20 @@ impl Dictionary {
         encode_value(value, out, &mut symbols, false, false, false);
     }
 
+    /// Packs a typed object from its `Serialize` impl, appending to `out`; decodes as
+    /// packing its JSON would (see [`super::typed`]).
+    pub(crate) fn encode_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        value: &T,
+        out: &mut Vec<u8>,
+    ) -> Result<(), super::typed::EncodeError> {
+        let mut symbols = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        super::typed::encode(value, out, &mut symbols)
+    }
+
     /// Decodes packed `bytes` into a `T`.
     pub(crate) fn decode<T: de::DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, DecodeError> {
         let symbols = self
@@ -140,7 +154,7 @@ impl Dictionary {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -148,7 +162,7 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
-fn put_int(out: &mut Vec<u8>, n: i64) {
+pub(super) fn put_int(out: &mut Vec<u8>, n: i64) {
     if n >= 0 {
         out.push(UINT);
         put_varint(out, n as u64);
@@ -158,7 +172,7 @@ fn put_int(out: &mut Vec<u8>, n: i64) {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str, symbols: &mut Symbols, symbol: bool) {
+pub(super) fn put_str(out: &mut Vec<u8>, s: &str, symbols: &mut Symbols, symbol: bool) {
     if symbol && let Some(id) = symbols.intern(s) {
         out.push(SYM);
         put_varint(out, u64::from(id));

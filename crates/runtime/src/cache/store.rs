@@ -455,6 +455,27 @@ impl<K: DeserializeOwned> Store<K> {
         })
     }
 
+    /// Packs an object already parsed into `K`, keeping it as the decoded object: no JSON
+    /// value in between and no decode of the packed bytes.
+    pub(crate) fn pack_typed(&self, obj: K) -> Result<Packed<K>, super::typed::EncodeError>
+    where
+        K: kube::Resource + serde::Serialize,
+    {
+        let mut scratch = self
+            .shared
+            .scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        scratch.clear();
+        self.shared.dict.encode_typed(&obj, &mut scratch)?;
+        let key = ObjectKey::of(&obj).to_string();
+        let rv = parse_rv(obj.meta().resource_version.as_deref());
+        Ok(Packed {
+            entry: Entry::new(&key, rv, &scratch),
+            obj: Arc::new(obj),
+        })
+    }
+
     /// Keeps what a list being built needs of `packed`, dropping the decoded object.
     pub(crate) fn listed(&self, packed: Packed<K>) -> Listed {
         let index = {

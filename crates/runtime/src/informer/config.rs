@@ -3,9 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize as _, Serialize};
 use serde_json::Value;
 
 use super::BackoffConfig;
+use crate::cache::{Packed, Store};
 
 /// A hook applied to each object's JSON before it is cached.
 pub type Transform = Arc<dyn Fn(&mut Value) + Send + Sync>;
@@ -134,6 +137,28 @@ impl InformerConfig {
     pub fn backoff(mut self, backoff: BackoffConfig) -> Self {
         self.backoff = backoff;
         self
+    }
+
+    /// Parses one object from `d` and packs it for `store` as this informer caches it.
+    ///
+    /// Without a transform the object is parsed straight into `K`, its managedFields dropped
+    /// there, and packed from `K` (no JSON value in between, and the `K` is the one readers
+    /// get). A transform works on JSON, so with one the object goes through a `Value`.
+    pub(crate) fn ingest<'de, K, D>(&self, store: &Store<K>, d: D) -> Result<Packed<K>, D::Error>
+    where
+        K: kube::Resource + DeserializeOwned + Serialize,
+        D: serde::Deserializer<'de>,
+    {
+        if self.transform.is_some() {
+            let mut value = Value::deserialize(d)?;
+            self.prepare(&mut value);
+            return store.pack(&value).map_err(D::Error::custom);
+        }
+        let mut obj = K::deserialize(d)?;
+        if !self.keep_managed_fields {
+            obj.meta_mut().managed_fields = None;
+        }
+        store.pack_typed(obj).map_err(D::Error::custom)
     }
 
     /// Applies the default managedFields drop and the transform hook to `obj`.

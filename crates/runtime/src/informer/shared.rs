@@ -21,24 +21,38 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::watcher::{Event, Watcher};
-use super::{Change, Error, InformerConfig};
+use super::{Change, InformerConfig};
 use crate::cache::{Entry, ListBuffer, Outcome, Packed, Store};
 
 /// The bounds every informed kind meets.
 pub trait Informable:
-    kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
 {
 }
 
 impl<K> Informable for K where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
 {
 }
 
@@ -206,13 +220,13 @@ impl<K: Informable> SharedInformer<K> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Packs a JSON object as this informer caches it (transform applied).
-    pub(crate) fn pack(&self, mut value: Value) -> Result<Packed<K>, Error> {
-        self.shared.config.prepare(&mut value);
-        self.shared
-            .store
-            .pack(&value)
-            .map_err(|e| Error::Decode(Box::new(e)))
+    /// Parses one object from `d` and packs it as this informer caches it (see
+    /// [`InformerConfig::ingest`]).
+    pub(crate) fn ingest<'de, D: serde::Deserializer<'de>>(
+        &self,
+        d: D,
+    ) -> Result<Packed<K>, D::Error> {
+        self.shared.config.ingest(&self.shared.store, d)
     }
 
     /// The list/watch loop.

@@ -18,10 +18,9 @@ use futures::{AsyncBufReadExt, Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{ListParams, WatchParams};
 use kube::core::Request;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Error, InformerConfig};
+use super::{Error, Informable, InformerConfig};
 use crate::cache::{Listed, Packed, Store, parse_rv};
 
 type Lines = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
@@ -108,23 +107,90 @@ struct Ctx<K> {
     url: String,
 }
 
-#[derive(serde::Deserialize)]
-struct WatchLine {
-    #[serde(rename = "type")]
+/// A watch event's object: packed when the event carries one of the kind's objects and its
+/// type came first (as servers write it), else the JSON as sent.
+enum LineObject<K> {
+    Packed(Packed<K>),
+    Json(Value),
+}
+
+/// One watch event, parsed and packed in one pass.
+struct WatchLine<K> {
     kind: String,
-    object: Value,
+    object: Option<LineObject<K>>,
+}
+
+/// Whether a watch event of this type carries one of the kind's objects.
+fn carries_object(kind: &str) -> bool {
+    matches!(kind, "ADDED" | "MODIFIED" | "DELETED")
+}
+
+/// Parses a watch line, packing its object as it is parsed.
+struct LineSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+}
+
+impl<'de, K: Informable> serde::de::DeserializeSeed<'de> for LineSeed<'_, K> {
+    type Value = WatchLine<K>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<WatchLine<K>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: Informable> serde::de::Visitor<'de> for LineSeed<'_, K> {
+    type Value = WatchLine<K>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<WatchLine<K>, A::Error> {
+        let mut kind: Option<String> = None;
+        let mut object = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "type" => kind = Some(map.next_value()?),
+                "object" => {
+                    object = Some(match kind.as_deref() {
+                        Some(k) if carries_object(k) => {
+                            LineObject::Packed(map.next_value_seed(IngestSeed { ctx: self.ctx })?)
+                        }
+                        _ => LineObject::Json(map.next_value()?),
+                    });
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| serde::de::Error::missing_field("type"))?;
+        Ok(WatchLine { kind, object })
+    }
+}
+
+/// Parses one object and packs it as the informer caches it.
+struct IngestSeed<'a, K> {
+    ctx: &'a Ctx<K>,
+}
+
+impl<'de, K: Informable> serde::de::DeserializeSeed<'de> for IngestSeed<'_, K> {
+    type Value = Packed<K>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Packed<K>, D::Error> {
+        self.ctx.config.ingest(&self.ctx.store, d)
+    }
 }
 
 /// Parses a list page, packing each item as soon as it is parsed.
 struct PageSeed<'a, K> {
     ctx: &'a Ctx<K>,
     items: &'a mut Vec<Listed>,
-    failure: &'a mut Option<Error>,
 }
 
 impl<'de, K> serde::de::DeserializeSeed<'de> for PageSeed<'_, K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
     type Value = ListMeta;
 
@@ -135,7 +201,7 @@ where
 
 impl<'de, K> serde::de::Visitor<'de> for PageSeed<'_, K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
     type Value = ListMeta;
 
@@ -151,7 +217,6 @@ where
                 "items" => map.next_value_seed(ItemsSeed {
                     ctx: self.ctx,
                     items: &mut *self.items,
-                    failure: &mut *self.failure,
                 })?,
                 _ => {
                     map.next_value::<serde::de::IgnoredAny>()?;
@@ -165,12 +230,11 @@ where
 struct ItemsSeed<'a, K> {
     ctx: &'a Ctx<K>,
     items: &'a mut Vec<Listed>,
-    failure: &'a mut Option<Error>,
 }
 
 impl<'de, K> serde::de::DeserializeSeed<'de> for ItemsSeed<'_, K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
     type Value = ();
 
@@ -181,7 +245,7 @@ where
 
 impl<'de, K> serde::de::Visitor<'de> for ItemsSeed<'_, K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
     type Value = ();
 
@@ -197,14 +261,8 @@ where
         if let Some(n) = seq.size_hint() {
             self.items.reserve(n);
         }
-        while let Some(item) = seq.next_element::<Value>()? {
-            if self.failure.is_some() {
-                continue;
-            }
-            match self.ctx.pack(item) {
-                Ok(packed) => self.items.push(self.ctx.store.listed(packed)),
-                Err(e) => *self.failure = Some(e),
-            }
+        while let Some(packed) = seq.next_element_seed(IngestSeed { ctx: self.ctx })? {
+            self.items.push(self.ctx.store.listed(packed));
         }
         Ok(())
     }
@@ -224,7 +282,7 @@ fn is_gone(e: &kube::Error) -> bool {
 
 impl<K> Watcher<K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
     pub(crate) fn new(client: kube::Client, config: InformerConfig, store: Store<K>) -> Self {
         let url = K::url_path(&(), config.namespace.as_deref());
@@ -256,15 +314,8 @@ where
 
 impl<K> Ctx<K>
 where
-    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Informable,
 {
-    fn pack(&self, mut value: Value) -> Result<Packed<K>, Error> {
-        self.config.prepare(&mut value);
-        self.store
-            .pack(&value)
-            .map_err(|e| Error::Decode(Box::new(e)))
-    }
-
     async fn transition(&self, state: State) -> (Result<Option<Event<K>>, Error>, State) {
         match state {
             State::Empty => (
@@ -318,18 +369,49 @@ where
         rv: String,
         lines: Lines,
     ) -> (Result<Option<Event<K>>, Error>, State) {
-        let parsed: WatchLine = match serde_json::from_str(line) {
+        let mut de = serde_json::Deserializer::from_str(line);
+        let parsed = serde::de::DeserializeSeed::deserialize(LineSeed { ctx: self }, &mut de)
+            .and_then(|p| de.end().map(|()| p));
+        let parsed = match parsed {
             Ok(p) => p,
+            // Well-formed JSON whose object is not a `K`: skip the event, keep watching.
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return (
+                    Err(Error::Decode(Box::new(e))),
+                    State::Watching { rv, lines },
+                );
+            }
             Err(e) => return (Err(Error::Decode(Box::new(e))), State::Connecting { rv }),
         };
-        let new_rv = parsed
-            .object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let object = match parsed.object {
+            // The object came before the type: pack it now.
+            Some(LineObject::Json(value)) if carries_object(&parsed.kind) => {
+                match self.config.ingest(&self.store, value) {
+                    Ok(p) => LineObject::Packed(p),
+                    Err(e) => {
+                        return (
+                            Err(Error::Decode(Box::new(e))),
+                            State::Watching { rv, lines },
+                        );
+                    }
+                }
+            }
+            Some(o) => o,
+            None => LineObject::Json(Value::Null),
+        };
+        let new_rv = match &object {
+            LineObject::Packed(p) => p.obj.meta().resource_version.clone(),
+            LineObject::Json(v) => v
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        };
         match parsed.kind.as_str() {
             "ERROR" => {
-                let status: Status = serde_json::from_value(parsed.object).unwrap_or_default();
+                let status: Status = match object {
+                    LineObject::Json(v) => serde_json::from_value(v).unwrap_or_default(),
+                    LineObject::Packed(_) => Status::default(),
+                };
                 if status.code == Some(410) {
                     tracing::info!(url = %self.url, %rv, "watch history compacted, relisting");
                     return (Ok(None), State::Empty);
@@ -347,9 +429,9 @@ where
                     };
                     return (Ok(Some(event)), State::Watching { rv, lines });
                 }
-                let packed = match self.pack(parsed.object) {
-                    Ok(p) => p,
-                    Err(e) => return (Err(e), State::Watching { rv, lines }),
+                let LineObject::Packed(packed) = object else {
+                    let e = format!("a watch event of type {kind:?} without an object");
+                    return (Err(Error::Decode(e.into())), State::Watching { rv, lines });
                 };
                 let event = match kind {
                     "DELETED" => Event::Deleted(packed),
@@ -385,20 +467,15 @@ where
             .map_err(Error::InitialListFailed)?;
         // Pack each item as it is parsed, so a page never exists as a tree of values.
         let mut items = Vec::new();
-        let mut failure = None;
         let mut de = serde_json::Deserializer::from_str(&text);
         let meta = serde::de::DeserializeSeed::deserialize(
             PageSeed {
                 ctx: self,
                 items: &mut items,
-                failure: &mut failure,
             },
             &mut de,
         )
         .map_err(|e| Error::Decode(Box::new(e)))?;
-        if let Some(e) = failure {
-            return Err(e);
-        }
         let next = meta.continue_token.filter(|c| !c.is_empty());
         Ok((items, next, meta.resource_version.unwrap_or_default()))
     }
@@ -601,6 +678,83 @@ mod tests {
         assert!(seen[1].contains("watch=true") && seen[1].contains("resourceVersion=12"));
         assert!(seen[1].contains("allowWatchBookmarks=true"), "{seen:?}");
         assert!(seen[3].contains("resourceVersion=30"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn an_object_before_its_type_is_packed_and_a_bad_one_is_skipped_while_bad_json_rewatches()
+    {
+        let script = Script::default();
+        let lines = [
+            // Servers write the type first; the other order works too.
+            format!(r#"{{"object":{},"type":"MODIFIED"}}"#, cm("a", 13)),
+            // Well-formed, but not a ConfigMap: skipped, the watch goes on.
+            r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"},"data":5}}"#.to_string(),
+            format!(r#"{{"type":"ADDED","object":{}}}"#, cm("b", 14)),
+            // Not JSON: the watch is reopened.
+            r#"{"type":"ADDED","object":{"#.to_string(),
+        ];
+        script
+            .answers
+            .lock()
+            .expect("not poisoned")
+            .extend([(200, page(&[], 12, None)), (200, lines.join("\n") + "\n")]);
+        let mut w = watcher(&script);
+        let got = events(&mut w, 8).await;
+        assert_eq!(
+            got[..4],
+            ["Init", "InitApply(0)", "InitDone(12)", "Connected"]
+        );
+        assert_eq!(got[4], "Applied(ns/a)");
+        assert!(got[5].starts_with("Err(decoding"), "{got:?}");
+        assert_eq!(got[6], "Applied(ns/b)");
+        assert!(got[7].starts_with("Err(decoding"), "{got:?}");
+        assert!(
+            matches!(w.state(), State::Connecting { rv } if rv == "14"),
+            "{:?}",
+            w.state()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_transform_sees_the_json_of_listed_and_watched_objects() {
+        let script = Script::default();
+        script.answers.lock().expect("not poisoned").extend([
+            (200, page(&[cm("a", 5)], 5, None)),
+            (
+                200,
+                format!(r#"{{"type":"ADDED","object":{}}}"#, cm("b", 6)) + "\n",
+            ),
+        ]);
+        let client = kube::Client::new(script.clone(), "default");
+        let config = InformerConfig::default().transform(|v| {
+            let seen = v.pointer("/metadata/managedFields").is_some();
+            v["data"] = serde_json::json!({ "managedFieldsSeen": seen.to_string() });
+        });
+        let store: Store<ConfigMap> = Store::new(0);
+        let mut w = Watcher::new(client, config, store.clone());
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match w.step().await.expect("scripted answers succeed") {
+                Some(Event::InitApply(items)) => {
+                    let mut list = crate::cache::ListBuffer::default();
+                    for item in items {
+                        list.push(item);
+                    }
+                    store.replace(list, 5);
+                    got.extend(store.get(&crate::cache::ObjectKey::namespaced("ns", "a")));
+                }
+                Some(Event::Applied(p)) => got.push(p.obj),
+                _ => {}
+            }
+        }
+        for obj in got {
+            let data = obj.data.clone().unwrap_or_default();
+            assert_eq!(
+                data.get("managedFieldsSeen").map(String::as_str),
+                Some("false")
+            );
+            assert!(obj.metadata.managed_fields.is_none());
+        }
     }
 
     #[tokio::test]
