@@ -27,7 +27,7 @@
 
 use super::{Map, Set};
 use std::marker::PhantomData;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -439,20 +439,10 @@ impl<K: DeserializeOwned> Store<K> {
     where
         K: kube::Resource,
     {
-        let mut scratch = self
-            .shared
-            .scratch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        scratch.clear();
+        let mut scratch = self.scratch();
         self.shared.dict.encode_into(value, &mut scratch);
         let obj: K = self.shared.dict.decode(&scratch)?;
-        let key = ObjectKey::of(&obj).to_string();
-        let rv = parse_rv(obj.meta().resource_version.as_deref());
-        Ok(Packed {
-            entry: Entry::new(&key, rv, &scratch),
-            obj: Arc::new(obj),
-        })
+        Ok(Self::packed(obj, &scratch))
     }
 
     /// Packs an object already parsed into `K`, keeping it as the decoded object: no JSON
@@ -461,19 +451,33 @@ impl<K: DeserializeOwned> Store<K> {
     where
         K: kube::Resource + serde::Serialize,
     {
+        let mut scratch = self.scratch();
+        self.shared.dict.encode_typed(&obj, &mut scratch)?;
+        Ok(Self::packed(obj, &scratch))
+    }
+
+    /// The store's packing buffer, emptied.
+    fn scratch(&self) -> MutexGuard<'_, Vec<u8>> {
         let mut scratch = self
             .shared
             .scratch
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         scratch.clear();
-        self.shared.dict.encode_typed(&obj, &mut scratch)?;
+        scratch
+    }
+
+    /// `obj` with its entry: its key and resourceVersion, and the packed `bytes`.
+    fn packed(obj: K, bytes: &[u8]) -> Packed<K>
+    where
+        K: kube::Resource,
+    {
         let key = ObjectKey::of(&obj).to_string();
         let rv = parse_rv(obj.meta().resource_version.as_deref());
-        Ok(Packed {
-            entry: Entry::new(&key, rv, &scratch),
+        Packed {
+            entry: Entry::new(&key, rv, bytes),
             obj: Arc::new(obj),
-        })
+        }
     }
 
     /// Keeps what a list being built needs of `packed`, dropping the decoded object.

@@ -338,97 +338,56 @@ impl Compound<'_> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
+/// The compound serializers whose parts are unnamed values (sequences, tuples).
+macro_rules! elements {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = EncodeError;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        self.element(value)
-    }
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
+            fn end(self) -> Result<(), EncodeError> {
+                Compound::end(self);
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        self.element(value)
-    }
+/// The compound serializers whose parts are named fields (structs, struct variants).
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = EncodeError;
 
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), EncodeError> {
+                self.field(key, value)
+            }
+
+            fn end(self) -> Result<(), EncodeError> {
+                Compound::end(self);
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
-}
-
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        self.field(key, value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        self.field(key, value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        Compound::end(self);
-        Ok(())
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 /// A map being written: keys must serialize as strings (or numbers, written as their
 /// decimal text, as serde_json does).
