@@ -251,6 +251,15 @@ impl Fixture {
         .await
     }
 
+    /// Waits until the ConfigMapSync `ns/name` is gone (its finalizer has run).
+    async fn wait_sync_gone(&self, ns: &str, name: &str) -> anyhow::Result<()> {
+        let api = self.syncs(ns);
+        wait_for(WAIT, || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await
+    }
+
     /// Waits until the Ready condition of `ns/name` has `reason`, and returns the object.
     async fn wait_ready(
         &self,
@@ -679,15 +688,7 @@ async fn deleting_the_configmapsync_removes_its_copies_before_it_goes() -> anyho
         .await?;
     f.wait_gone("a", "app").await?;
     f.wait_gone("b", "app").await?;
-    wait_for(WAIT, || async {
-        f.syncs("src")
-            .get_opt("sync")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await?;
+    f.wait_sync_gone("src", "sync").await?;
     // The source is never touched.
     f.configmaps("src").get("app").await?;
     f.finish().await
@@ -1195,15 +1196,7 @@ async fn one_lifecycle_uses_every_permission_the_rbac_grants_and_nothing_else() 
         .delete("sync", &DeleteParams::default())
         .await?;
     f.wait_gone("a", "app").await?;
-    wait_for(WAIT, || async {
-        f.syncs("src")
-            .get_opt("sync")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await?;
+    f.wait_sync_gone("src", "sync").await?;
     f.finish_least_privilege().await
 }
 
