@@ -81,6 +81,12 @@ impl Builder {
         self
     }
 
+    /// Sets how many bytes of changes the watch history keeps.
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.config = self.config.history_bytes(n);
+        self
+    }
+
     /// Sets the bookmark interval of quiet watches.
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
         self.config = self.config.bookmark_interval(d);

@@ -35,8 +35,7 @@ fn parse_query(q: Option<&str>) -> Query {
 }
 
 fn flag(q: &Query, name: &str) -> Option<bool> {
-    q.get(name)
-        .map(|v| matches!(v.as_str(), "true" | "True" | "1"))
+    request::query_bool(q.get(name).map(String::as_str))
 }
 
 /// The entry point for every path that is not a fixed meta endpoint.
@@ -449,15 +448,7 @@ async fn apply_object(
             )],
         ));
     }
-    let force = match q.get("force").map(String::as_str) {
-        None | Some("") | Some("false") | Some("False") | Some("0") => false,
-        Some("true") | Some("True") | Some("1") => true,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "invalid value for force: {other:?}"
-            )));
-        }
-    };
+    let force = flag(q, "force").unwrap_or(false);
     let bytes = read_body(body).await?;
     let config: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,

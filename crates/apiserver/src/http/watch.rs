@@ -92,9 +92,11 @@ pub(crate) async fn serve(
         pending: VecDeque::new(),
         columns_sent: false,
         bookmarks: params.allow_watch_bookmarks,
+        // A timeout past what the clock can represent (`timeoutSeconds=9223372036854775807`)
+        // is no timeout at all.
         deadline: params
             .timeout_seconds
-            .map(|t| Instant::now() + Duration::from_secs(t)),
+            .and_then(|t| Instant::now().checked_add(Duration::from_secs(t))),
         done: false,
     };
     let start = if wants_initial {
@@ -249,8 +251,8 @@ impl Stream {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         enum Woke {
             Stop,
-            TimedOut(u64),
-            Bookmark(u64),
+            TimedOut(Result<u64, StorageError>),
+            Bookmark(Result<u64, StorageError>),
             Event(Result<Arc<WatchEvent>, StorageError>),
         }
         loop {
@@ -275,22 +277,26 @@ impl Stream {
             match woke {
                 Woke::Stop => return None,
                 // A last bookmark lets the client re-watch from the newest revision it saw.
-                Woke::TimedOut(rv) if self.bookmarks => {
+                Woke::TimedOut(Ok(rv)) if self.bookmarks => {
                     self.done = true;
                     return Some(self.bookmark(rv, false));
                 }
-                Woke::TimedOut(_) => return None,
-                Woke::Bookmark(rv) => return Some(self.bookmark(rv, false)),
+                Woke::TimedOut(Ok(_)) => return None,
+                Woke::Bookmark(Ok(rv)) => return Some(self.bookmark(rv, false)),
                 Woke::Event(Ok(event)) => {
                     if let Some(line) = self.event_line(&event) {
                         return Some(line);
                     }
                 }
-                Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
+                Woke::TimedOut(Err(StorageError::Expired { requested, oldest }))
+                | Woke::Bookmark(Err(StorageError::Expired { requested, oldest }))
+                | Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
                     self.done = true;
                     return Some(expired_line(requested, oldest));
                 }
-                Woke::Event(Err(_)) => return None,
+                Woke::TimedOut(Err(_)) | Woke::Bookmark(Err(_)) | Woke::Event(Err(_)) => {
+                    return None;
+                }
             }
         }
     }

@@ -35,6 +35,8 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// How many recent changes the watch history keeps.
     pub history_capacity: usize,
+    /// How many bytes of recent changes the watch history keeps.
+    pub history_bytes: usize,
     /// How often a quiet watch that allows bookmarks gets one.
     pub bookmark_interval: Duration,
     /// How long in-flight requests may run after shutdown starts.
@@ -49,6 +51,7 @@ impl Default for Config {
         Config {
             data_dir: None,
             history_capacity: StoreConfig::default().history_capacity,
+            history_bytes: StoreConfig::default().history_bytes,
             bookmark_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
             record_authorizations: false,
@@ -64,10 +67,17 @@ impl Config {
         self
     }
 
-    /// Sets the size of the watch history.
+    /// Sets the size of the watch history, in events.
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Sets the size of the watch history, in bytes.
+    #[must_use]
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.history_bytes = n;
         self
     }
 
@@ -156,7 +166,9 @@ impl ApiServer {
     ) -> Result<ApiServer, ServerError> {
         let store = Store::open(
             backend,
-            StoreConfig::default().history_capacity(config.history_capacity),
+            StoreConfig::default()
+                .history_capacity(config.history_capacity)
+                .history_bytes(config.history_bytes),
         )
         .map_err(ServerError::Storage)?;
         let registry = Arc::new(Registry::new(store));

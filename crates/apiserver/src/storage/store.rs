@@ -28,14 +28,17 @@ use super::{
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct StoreConfig {
-    /// How many recent changes the watch history keeps (at least).
+    /// How many recent changes the watch history keeps at most.
     pub history_capacity: usize,
+    /// What the watch history may weigh, in bytes (counted as [`WatchEvent::weight`]s).
+    pub history_bytes: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history_capacity: 20_000,
+            history_bytes: 256 << 20,
         }
     }
 }
@@ -45,6 +48,13 @@ impl StoreConfig {
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Sets how many bytes of changes the watch history keeps.
+    #[must_use]
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.history_bytes = n;
         self
     }
 }
@@ -96,7 +106,7 @@ impl Store {
         }
         Ok(Arc::new(Store {
             state: Mutex::new(State { objects, rv }),
-            history: History::new(rv, config.history_capacity),
+            history: History::new(rv, config.history_capacity, config.history_bytes),
             backend,
             compacting: Arc::new(AtomicBool::new(false)),
         }))
