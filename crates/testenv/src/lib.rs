@@ -87,6 +87,12 @@ impl Builder {
         self
     }
 
+    /// Sets how many watches one user may have open at once.
+    pub fn max_watches_per_user(mut self, n: usize) -> Self {
+        self.config = self.config.max_watches_per_user(n);
+        self
+    }
+
     /// Sets the bookmark interval of quiet watches.
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
         self.config = self.config.bookmark_interval(d);

@@ -857,3 +857,51 @@ async fn boolean_parameters_read_as_kubernetes_reads_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_user_may_hold_only_so_many_watches_and_gets_them_back_when_they_end() {
+    let env = TestEnv::builder()
+        .max_watches_per_user(3)
+        .start()
+        .await
+        .expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let rv = current_rv(&cms).await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(
+            cms.watch(&WatchParams::default(), &rv)
+                .await
+                .expect("within the limit")
+                .boxed(),
+        );
+    }
+    match cms.watch(&WatchParams::default(), &rv).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (429, "TooManyRequests"));
+            assert!(s.message.contains("limit is 3 per user"), "{}", s.message);
+        }
+        Ok(_) => panic!("a fourth watch is refused"),
+        Err(e) => panic!("expected 429, got {e}"),
+    }
+    // Lists and writes are not limited.
+    cms.create(&PostParams::default(), &cm("still-writable", &[]))
+        .await
+        .expect("create");
+    for events in &mut open {
+        assert_eq!(
+            name_of(&next(events).await),
+            ("ADDED", "still-writable".into())
+        );
+    }
+    // Closing one gives its place back.
+    drop(open.pop());
+    kore_testenv::wait_for(Duration::from_secs(5), || async {
+        cms.watch(&WatchParams::default(), &rv)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await
+    .expect("a closed watch frees its place");
+}

@@ -52,7 +52,8 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
             return super::reviews::serve(&app, &parts, path, body).await;
         }
         Target::Resource(path) => {
-            resource(&app, parts.method, &parts.headers, path, query, body).await
+            let user = parts.extensions.get::<Arc<super::User>>().cloned();
+            resource(&app, parts.method, &parts.headers, path, query, body, user).await
         }
         Target::Unknown
         | Target::CoreGroups
@@ -244,6 +245,7 @@ async fn resource(
     path: ResourcePath,
     q: Query,
     body: Body,
+    user: Option<Arc<super::User>>,
 ) -> Result<Response, ApiError> {
     let catalog = app.registry.catalog();
     let res = catalog
@@ -269,7 +271,8 @@ async fn resource(
             Method::GET if watching => {
                 let shape = negotiate::object_shape(headers)?;
                 let params = list_params(&q)?;
-                watch::serve(app, &res, ns, &params, shape, &q).await
+                let slot = app.watches.acquire(user.as_deref())?;
+                watch::serve(app, &res, ns, &params, shape, &q, slot).await
             }
             Method::GET => {
                 let shape = negotiate::object_shape(headers)?;

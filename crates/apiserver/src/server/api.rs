@@ -37,6 +37,8 @@ pub struct Config {
     pub history_capacity: usize,
     /// How many bytes of recent changes the watch history keeps.
     pub history_bytes: usize,
+    /// How many watches one user may have open at once (429 beyond).
+    pub max_watches_per_user: usize,
     /// How often a quiet watch that allows bookmarks gets one.
     pub bookmark_interval: Duration,
     /// How long in-flight requests may run after shutdown starts.
@@ -52,6 +54,7 @@ impl Default for Config {
             data_dir: None,
             history_capacity: StoreConfig::default().history_capacity,
             history_bytes: StoreConfig::default().history_bytes,
+            max_watches_per_user: 2_000,
             bookmark_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
             record_authorizations: false,
@@ -71,6 +74,13 @@ impl Config {
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Sets how many watches one user may have open at once.
+    #[must_use]
+    pub fn max_watches_per_user(mut self, n: usize) -> Self {
+        self.max_watches_per_user = n;
         self
     }
 
@@ -194,6 +204,9 @@ impl ApiServer {
             authorizations: config
                 .record_authorizations
                 .then(|| Arc::new(crate::auth::audit::AuthorizationLog::default())),
+            watches: Arc::new(crate::http::watch::WatchSlots::new(
+                config.max_watches_per_user,
+            )),
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
