@@ -26,3 +26,6 @@ pub mod schema;
 pub(crate) mod selector;
 pub mod server;
 pub mod storage;
+
+#[cfg(test)]
+mod layering;
