@@ -32,7 +32,6 @@ const KNOWN: &[&str] = &[
     "controllers/serviceaccounts.rs: crate::http",
     "patch/apply.rs: crate::http",
     "patch/mod.rs: crate::http",
-    "registry/crd/custom.rs: crate::http",
     "registry/list.rs: crate::http",
     "registry/resource.rs: crate::http",
     "registry/rest.rs: crate::http",

@@ -13,7 +13,6 @@ pub mod discovery;
 pub mod error;
 pub mod negotiate;
 pub mod openapi;
-pub(crate) mod printers;
 pub(crate) mod protobuf;
 pub mod render;
 pub mod request;

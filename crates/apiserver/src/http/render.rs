@@ -6,9 +6,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
-use super::printers;
 use crate::registry::Resource;
 use crate::registry::list::ListOutput;
+use crate::registry::printers;
 
 /// `includeObject` of a Table request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

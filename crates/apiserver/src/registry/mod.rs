@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod crd;
 pub mod list;
+pub(crate) mod printers;
 pub mod resource;
 pub mod rest;
 pub mod strategy;

@@ -187,7 +187,7 @@ fn cell(c: &PrinterColumn, obj: &Value, now: i64) -> Value {
         [] => Value::Null,
         [one] => match (c.kind.as_str(), one) {
             (_, Value::Null) => Value::Null,
-            ("date", Value::String(s)) => json!(crate::http::printers::age(Some(s), now)),
+            ("date", Value::String(s)) => json!(crate::registry::printers::age(Some(s), now)),
             ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => (*one).clone(),
             ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) => (*one).clone(),
             _ => json!(text(one)),
