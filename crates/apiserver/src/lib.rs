@@ -5,6 +5,7 @@
 //! without a cluster. It reports Kubernetes v1.32 and behaves as that version does for the
 //! endpoints it serves; `docs/design/apiserver.md` lists what it does differently.
 //!
+//! - [`api`]: the ground floor every layer speaks: `Status` errors, field errors, the user.
 //! - [`storage`]: keys, revisions, optimistic concurrency, watch history; memory and durable
 //!   backends.
 //! - [`registry`]: the served resources and the verbs with Kubernetes semantics.
@@ -17,6 +18,7 @@
 //! Start with [`server::ApiServer`].
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod auth;
 pub mod controllers;
 pub mod http;

@@ -27,6 +27,7 @@
 //!   before it is durable (etcd shows it only after commit). A crash in that window loses a
 //!   write that no client was told had succeeded but that a concurrent reader may have seen.
 
+mod api_error;
 pub mod backend;
 mod history;
 mod store;

@@ -1,0 +1,13 @@
+//! The ground floor: what every layer of the API server speaks, and nothing else.
+//!
+//! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
+//!   message, causes), and [`error::GroupResource`];
+//! - [`field`]: [`field::FieldError`], one invalid field with its path;
+//! - [`user`]: [`user::User`], who a request acts as.
+//!
+//! Nothing here imports another module of this crate: storage, schema, patch, the registry,
+//! auth, the controllers and HTTP all build on it, and it builds on none of them.
+
+pub mod error;
+pub mod field;
+pub mod user;
