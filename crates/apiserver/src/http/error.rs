@@ -141,6 +141,18 @@ pub enum ApiError {
     /// 500.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 500 StorageReadError: stored objects that cannot be read back.
+    #[error("{message}")]
+    StoreReadError {
+        /// The resource.
+        resource: GroupResource,
+        /// The object's name, or `""` for a list.
+        name: String,
+        /// The whole message.
+        message: String,
+        /// One `(key, why)` per object that cannot be read.
+        keys: Vec<(String, String)>,
+    },
     /// 504: a resourceVersion from the future.
     #[error("Timeout: Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion {
@@ -197,7 +209,9 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::StoreReadError { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -219,6 +233,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => "UnsupportedMediaType",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::Internal(_) => "InternalError",
+            ApiError::StoreReadError { .. } => "StorageReadError",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::Unavailable(_) => "ServiceUnavailable",
         }
@@ -293,6 +308,21 @@ impl ApiError {
                 "retryAfterSeconds": 1
             })),
             ApiError::Internal(msg) => Some(json!({"causes": [{"message": msg}]})),
+            ApiError::StoreReadError {
+                resource,
+                name,
+                keys,
+                ..
+            } => {
+                let mut d = named(resource, name);
+                d["causes"] = keys
+                    .iter()
+                    .map(|(key, why)| {
+                        json!({"reason": "UnexpectedServerResponse", "field": key, "message": why})
+                    })
+                    .collect();
+                Some(d)
+            }
             ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes})),
             _ => None,
         }
@@ -347,6 +377,14 @@ impl ApiError {
                 ApiError::TooLargeResourceVersion { requested, current }
             }
             StorageError::Backend(e) => ApiError::Unavailable(format!("storage unavailable: {e}")),
+            StorageError::Unreadable { key, message } => ApiError::StoreReadError {
+                resource: resource.clone(),
+                name: name.into(),
+                message: format!(
+                    "failed to read {resource} {name:?} from the storage: {message}; it can only be deleted"
+                ),
+                keys: vec![(key, message)],
+            },
             StorageError::Aborted | StorageError::Internal(_) => ApiError::Internal(e.to_string()),
         }
     }
