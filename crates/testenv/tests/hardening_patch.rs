@@ -409,6 +409,25 @@ async fn the_documented_limits_answer_with_a_status_naming_them() {
         let a = json_patch(&client, &path, &ops).await;
         assert_status(&a, 422, "Invalid");
         assert!(message(&a).contains("3145728 bytes"), "{}", a.body);
+        // Nesting of a body past what the decoders parse (JSON 127, YAML 64) is a 400 (the
+        // 422 for objects deeper than the limit is tested with custom resources above: a
+        // ConfigMap has no field that could hold the value).
+        let cm = |x: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": x})
+        };
+        let text = serde_json::to_string(&cm(json!("DEEP")))
+            .expect("encodes")
+            .replace("\"DEEP\"", &nested_text(200));
+        let a = send(&client, Method::POST, CMS, "application/json", text.into_bytes()).await;
+        assert_status(&a, 400, "BadRequest");
+        assert!(message(&a).contains("recursion limit"), "{}", a.body);
+        let yaml = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\nx: {}\n",
+            nested_text(70)
+        );
+        let a = send(&client, Method::POST, CMS, "application/yaml", yaml.into_bytes()).await;
+        assert_status(&a, 400, "BadRequest");
+        assert!(message(&a).contains("depth"), "{}", a.body);
         // Label values: 63 characters; annotations: 256 KiB in all.
         let a = post(
             &client,

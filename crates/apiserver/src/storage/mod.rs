@@ -21,6 +21,11 @@
 //! - A watcher sees every change after its starting revision, in order, or a
 //!   [`StorageError::Expired`] when it fell further behind than the history holds. Events are
 //!   never dropped silently.
+//! - Every object written can be read back: one nested deeper than
+//!   [`crate::limits::MAX_DEPTH`] is refused. Objects an older server stored deeper are flagged
+//!   when the store loads: reads and updates of them fail with [`StorageError::Unreadable`],
+//!   lists leave them out and name them in [`ListPage::unreadable`], and
+//!   [`Storage::delete_unreadable`] removes them.
 //!
 //! # Caveats
 //! - Reads see a write as soon as it is applied in memory, which may be up to one group commit
