@@ -105,6 +105,15 @@ fn nested(levels: usize) -> Value {
     v
 }
 
+/// `levels` objects `{"a": …}` around `1`.
+fn nested_objects(levels: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 0..levels {
+        v = json!({ "a": v });
+    }
+    v
+}
+
 /// The same value as JSON text, built without recursion (for depths serde_json refuses).
 fn nested_text(levels: usize) -> String {
     format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
@@ -334,6 +343,37 @@ async fn nesting_right_at_and_just_above_the_limit(client: kube::Client) {
     assert_status(&a, 400, "BadRequest");
     assert!(api.get_opt("above").await.expect("get").is_none());
     assert!(api.get_opt("way").await.expect("get").is_none());
+    // With a field manager, managedFields records the object's fields deeper than they are
+    // (metadata, managedFields, an entry, fieldsV1, and `{}` for a leaf): five more levels,
+    // which count too.
+    // Objects, not arrays: managedFields records an atomic list as one field.
+    let managed = thing("managed", json!({"x": nested_objects(MAX_DEPTH - 6)}));
+    let bytes = serde_json::to_vec(&managed).expect("encodes");
+    let a = send(
+        &client,
+        Method::POST,
+        &format!("{THINGS}?fieldManager=hardening"),
+        "application/json",
+        bytes,
+    )
+    .await;
+    assert_status(&a, 422, "Invalid");
+    assert_eq!(
+        a.body["details"]["causes"][0]["field"], "metadata.managedFields",
+        "{}",
+        a.body
+    );
+    let managed = thing("managed", json!({"x": nested_objects(MAX_DEPTH - 7)}));
+    let bytes = serde_json::to_vec(&managed).expect("encodes");
+    let a = send(
+        &client,
+        Method::POST,
+        &format!("{THINGS}?fieldManager=hardening"),
+        "application/json",
+        bytes,
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
     // An update of the readable object to one level more is refused the same way.
     let mut more = serde_json::to_value(&read).expect("encodes");
     more["spec"]["x"] = nested(MAX_DEPTH - 1);

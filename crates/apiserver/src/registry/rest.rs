@@ -1416,16 +1416,17 @@ fn check_depth(res: &Resource, name: &str, obj: &Value) -> Result<(), ApiError> 
     if !deeper_than(obj, MAX_DEPTH) {
         return Ok(());
     }
-    let deep_member = |v: &Value| -> Option<String> {
+    // The member of `v` (itself `above` levels down) that passes the limit.
+    let deep_member = |v: &Value, above: usize| -> Option<String> {
         v.as_object()?
             .iter()
-            .find(|(_, v)| deeper_than(v, MAX_DEPTH - 1))
+            .find(|(_, v)| deeper_than(v, MAX_DEPTH - above - 1))
             .map(|(k, _)| k.clone())
     };
-    let mut field = deep_member(obj).unwrap_or_default();
+    let mut field = deep_member(obj, 0).unwrap_or_default();
     let mut detail = format!("must not be nested more than {MAX_DEPTH} levels deep");
     if field == "metadata" {
-        field = match deep_member(&obj["metadata"]) {
+        field = match deep_member(&obj["metadata"], 1) {
             Some(m) => format!("metadata.{m}"),
             None => field,
         };
