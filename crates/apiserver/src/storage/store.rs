@@ -6,7 +6,7 @@
 //! re-run (optimistic concurrency, as `GuaranteedUpdate` does in Kubernetes). The lock is
 //! never held across an `.await`: a writer waits for durability after releasing it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -56,6 +56,9 @@ struct State {
     /// Keys of stored objects that cannot be read back, and why (only ever loaded from data an
     /// older server wrote: every write is checked).
     unreadable: BTreeMap<Arc<str>, String>,
+    /// Every key flagged at load, kept after the object goes: only these can have an
+    /// unreadable earlier state in the history (empty on any store not loaded from such data).
+    loaded_unreadable: Arc<BTreeSet<Arc<str>>>,
     rv: u64,
 }
 
@@ -106,6 +109,7 @@ impl Store {
         Ok(Arc::new(Store {
             state: Mutex::new(State {
                 objects,
+                loaded_unreadable: Arc::new(unreadable.keys().cloned().collect()),
                 unreadable,
                 rv,
             }),
@@ -401,7 +405,7 @@ impl Store {
             None => Bound::Included(prefix),
         };
         // Copy the candidates (reference-counted, cheap) under the lock; filter outside it.
-        let (mut candidates, mut unreadable, rv, overlay) = {
+        let (mut candidates, mut unreadable, rv, overlay, loaded_unreadable) = {
             let state = self.lock();
             let candidates: Vec<(Arc<str>, Stored)> = state
                 .objects
@@ -416,7 +420,7 @@ impl Store {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             match opts.at {
-                ListAt::Latest => (candidates, unreadable, state.rv, None),
+                ListAt::Latest => (candidates, unreadable, state.rv, None, None),
                 ListAt::Exact(rv) if rv > state.rv => {
                     return Err(StorageError::TooLarge {
                         requested: rv,
@@ -425,7 +429,8 @@ impl Store {
                 }
                 ListAt::Exact(rv) => {
                     let changes = self.history.changes_after(rv)?;
-                    (candidates, unreadable, rv, Some(changes))
+                    let loaded = state.loaded_unreadable.clone();
+                    (candidates, unreadable, rv, Some(changes), Some(loaded))
                 }
             }
         };
@@ -445,11 +450,13 @@ impl Store {
                 let mut merged: BTreeMap<Arc<str>, Stored> = candidates.into_iter().collect();
                 for (k, v) in then {
                     // An earlier state may be one an older server wrote (an unreadable
-                    // object deleted since): check it as it comes back.
+                    // object changed or deleted since): check it as it comes back.
                     unreadable.remove(&k);
                     match v {
                         Some(s) => {
-                            if let Err(why) = readable(&s.bytes) {
+                            if loaded_unreadable.as_ref().is_some_and(|l| l.contains(&k))
+                                && let Err(why) = readable(&s.bytes)
+                            {
                                 unreadable.insert(k.clone(), why);
                             }
                             merged.insert(k, s)
