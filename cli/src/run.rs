@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use kore_operator::Options;
 use kore_runtime::Manager;
-use kore_runtime::manager::LeaseConfig;
+use kore_runtime::manager::{LeaseConfig, OnLostLeadership};
 use kore_runtime::metrics::Metrics;
 
 use crate::operators::{self, Known};
@@ -46,12 +46,34 @@ pub(crate) struct RunArgs {
     /// The Lease's name (default: the operator's name if one runs, else `kore-operators`).
     #[arg(long)]
     leader_election_id: Option<String>,
+    /// What to do when the Lease is lost: stop the controllers and campaign again, keeping
+    /// the caches warm (`recampaign`), or exit non-zero as controller-runtime does (`exit`).
+    #[arg(long, value_enum, default_value_t = LostLeadership::Recampaign)]
+    on_lost_leadership: LostLeadership,
     /// Where to serve /metrics (`:8080` is every interface; `0` turns it off).
     #[arg(long, default_value = ":8080")]
     metrics_bind_address: String,
     /// Where to serve /healthz and /readyz (`0` turns it off).
     #[arg(long, default_value = ":8081")]
     health_probe_bind_address: String,
+}
+
+/// `--on-lost-leadership`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LostLeadership {
+    /// Stop the controllers, keep the caches, campaign again.
+    Recampaign,
+    /// Exit non-zero; whatever restarts the process competes again.
+    Exit,
+}
+
+impl From<LostLeadership> for OnLostLeadership {
+    fn from(value: LostLeadership) -> Self {
+        match value {
+            LostLeadership::Recampaign => OnLostLeadership::Recampaign,
+            LostLeadership::Exit => OnLostLeadership::Exit,
+        }
+    }
 }
 
 /// Parses a bind address: `host:port`, `:port` (every interface) or `0` (off).
@@ -121,7 +143,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
                 _ => "kore-operators".to_owned(),
             });
         tracing::info!(lease = %format!("{namespace}/{id}"), "leader election on");
-        builder = builder.leader_election(LeaseConfig::new(namespace, id));
+        builder = builder
+            .leader_election(LeaseConfig::new(namespace, id))
+            .on_lost_leadership(args.on_lost_leadership.into());
     }
     if let Some(addr) = metrics_addr {
         builder = builder.metrics_bind_address(addr);
@@ -185,6 +209,34 @@ async fn require_crds(client: &kube::Client, operators: &[&'static Known]) -> an
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn a_lost_lease_means_campaigning_again_unless_exit_is_asked_for() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+                .map(|c| OnLostLeadership::from(c.run.on_lost_leadership))
+        };
+        assert_eq!(parse(&[]).expect("valid"), OnLostLeadership::Recampaign);
+        assert_eq!(
+            parse(&["--on-lost-leadership", "exit"]).expect("valid"),
+            OnLostLeadership::Exit
+        );
+        assert_eq!(
+            parse(&["--on-lost-leadership=recampaign"]).expect("valid"),
+            OnLostLeadership::Recampaign
+        );
+        let err = parse(&["--on-lost-leadership", "restart"])
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("exit") && err.contains("recampaign"), "{err}");
+    }
 
     #[test]
     fn bind_addresses_accept_host_port_a_bare_port_and_zero_for_off() {

@@ -6,6 +6,10 @@
 //! presenting that token in-process. So what an operator may do here is what its generated
 //! RBAC grants on a cluster, no more. Leader election is on, on a Lease per operator in
 //! `kore-system`, as in the Deployments.
+//!
+//! An operator that loses its Lease (the process was stopped or suspended for longer than the
+//! renew deadline) stops its controllers and campaigns again; it never ends the process, whose
+//! API server others are using.
 
 use std::time::Duration;
 
@@ -15,7 +19,7 @@ use kore_apiserver::server::{ApiServer, Config};
 use kore_operator::manifests::DEFAULT_NAMESPACE;
 use kore_operator::{Operator, Options};
 use kore_runtime::Manager;
-use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
+use kore_runtime::manager::{LeaseConfig, OnLostLeadership, ShutdownHandle};
 use kore_runtime::metrics::Metrics;
 use tokio::task::JoinSet;
 
@@ -142,6 +146,8 @@ impl Running {
                     // to expire.
                     LeaseConfig::new(namespace, known.name).identity("kore-up"),
                 )
+                // The server lives in this process: losing a Lease must never end it.
+                .on_lost_leadership(OnLostLeadership::Recampaign)
                 .graceful_shutdown_timeout(OPERATOR_GRACE)
                 .handle_signals(false)
                 .build();

@@ -156,3 +156,109 @@ fn collect_yaml(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// Issue 11, defect 8: `kore up` stopped (SIGSTOP) for longer than the renew deadline, then
+/// continued: every operator loses its Lease and campaigns again, the process stays up and
+/// ready, and the operators reconcile what changed while it was stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kore_up_survives_a_sigstop_longer_than_the_renew_deadline_and_its_operators_resume() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kore_sample_controller::{Foo, FooSpec};
+    use kore_testenv::wait_for;
+
+    const OPERATORS: [&str; 2] = ["configmap-sync", "sample-controller"];
+    let mut kore = Process::start("up", &[]).await;
+    let client = kore.client().await;
+    let foos: Api<Foo> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let foo = |name: &str| {
+        Foo::new(
+            name,
+            FooSpec {
+                deployment_name: format!("{name}-deploy"),
+                replicas: Some(1),
+            },
+        )
+    };
+    let deployed = |name: String| {
+        let deployments = deployments.clone();
+        async move { deployments.get_opt(&name).await.ok().flatten().map(|_| ()) }
+    };
+    foos.create(&PostParams::default(), &foo("before"))
+        .await
+        .expect("Foo created");
+    wait_for(CONVERGE, || deployed("before-deploy".into()))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}: the operator works before the stop:\n{}",
+                kore.output()
+            )
+        });
+
+    // Stopped for 12 s: past the 10 s renew deadline, within the 15 s lease.
+    signal(&kore, "-STOP").await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    signal(&kore, "-CONT").await;
+
+    wait_for(CONVERGE, || async {
+        let out = kore.output();
+        OPERATORS
+            .iter()
+            .all(|op| {
+                out.contains(&format!("lost the lease lease={op}"))
+                    && out
+                        .matches(&format!("acquired the lease lease={op}"))
+                        .count()
+                        >= 2
+            })
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}: every operator lost its lease and won it back:\n{}",
+            kore.output()
+        )
+    });
+    assert!(
+        kore.child.try_wait().expect("polled").is_none(),
+        "kore up still runs:\n{}",
+        kore.output()
+    );
+    let ready = client
+        .request_text(
+            http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("a request"),
+        )
+        .await
+        .expect("/readyz answers 200");
+    assert_eq!(ready, "ok");
+
+    // The operators reconcile again: a new Foo gets its Deployment.
+    foos.create(&PostParams::default(), &foo("after"))
+        .await
+        .expect("Foo created");
+    wait_for(CONVERGE, || deployed("after-deploy".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}: the operator resumed:\n{}", kore.output()));
+
+    kore.interrupt().await;
+    let status = tokio::time::timeout(Duration::from_secs(20), kore.child.wait())
+        .await
+        .expect("kore up stops within 20 s of Ctrl-C")
+        .expect("waited");
+    assert!(status.success(), "{status:?}\n{}", kore.output());
+}
+
+/// Sends `kill <flag>` to the process.
+async fn signal(process: &Process, flag: &str) {
+    let pid = process.child.id().expect("still running");
+    let status = tokio::process::Command::new("kill")
+        .args([flag, &pid.to_string()])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(status.success(), "kill {flag} {pid}");
+}

@@ -28,3 +28,6 @@ pub mod schema;
 pub(crate) mod selector;
 pub mod server;
 pub mod storage;
+
+#[cfg(test)]
+mod layering;

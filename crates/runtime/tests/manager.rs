@@ -553,3 +553,319 @@ async fn readyz_stays_unready_while_a_cache_cannot_sync() -> anyhow::Result<()> 
     task.await??;
     Ok(())
 }
+
+/// Writes the Lease `name` as held by `holder`, renewed now; retried on conflicts.
+async fn hold(leases: &Api<Lease>, name: &str, holder: &str) -> anyhow::Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    for _ in 0..5 {
+        let mut lease = leases.get(name).await?;
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(holder.into());
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases.replace(name, &PostParams::default(), &lease).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    anyhow::bail!("the lease kept changing")
+}
+
+/// Issue 11, defect 8: a manager that campaigns again keeps running when another holder takes
+/// its Lease; its controller reconciles nothing while it stands by (though its cache keeps
+/// following the server), and reconciles again, from a fresh queue filled from the cache, once
+/// it holds the Lease again.
+#[tokio::test(start_paused = true)]
+async fn a_recampaigning_manager_stops_its_controller_while_another_holds_the_lease_and_resumes_after_winning_it_back()
+-> anyhow::Result<()> {
+    use std::convert::Infallible;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kore_runtime::InformerConfig;
+    use kore_runtime::controller::{Action, Controller, ReconcileError, Request, reconciler_fn};
+    use kore_runtime::manager::{Leadership, OnLostLeadership};
+
+    let run = async {
+        let env = kore_testenv::TestEnv::start().await?;
+        let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+        let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+        let create = |name: &str| {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.into());
+            let cms = cms.clone();
+            async move { cms.create(&PostParams::default(), &cm).await }
+        };
+        create("before").await?;
+
+        let mut mgr = Manager::builder(env.client())
+            .handle_signals(false)
+            .leader_election(LeaseConfig::new("default", "recampaign").identity("a"))
+            .on_lost_leadership(OnLostLeadership::Recampaign)
+            .build();
+        let mut leadership = mgr.leadership().expect("leader election is on");
+        // Every reconcile records the object and whether the manager led at that moment.
+        let (tx, mut reconciled) = tokio::sync::mpsc::unbounded_channel::<(String, Leadership)>();
+        let led = leadership.clone();
+        let scope = InformerConfig::default().namespace("default");
+        let store = mgr.informers().get::<ConfigMap>(scope.clone()).store();
+        let controller = Controller::for_with::<ConfigMap>(mgr.informers(), scope)
+            .named("recorder")
+            .build(reconciler_fn(move |req: Request<ConfigMap>| {
+                let record = (req.key().name.clone(), led.borrow().clone());
+                let _ = tx.send(record);
+                async { Ok::<_, ReconcileError<Infallible>>(Action::done()) }
+            }));
+        mgr.add(Box::new(controller));
+        let stop = mgr.shutdown_handle();
+        let task = tokio::spawn(mgr.run());
+
+        let mut records = Vec::new();
+        let first = next_of(&mut reconciled, "before", &mut records).await;
+        assert_eq!(first.1, Leadership::Leading);
+
+        // Another process takes the Lease (a partition healed, a paused leader) and keeps it.
+        hold(&leases, "recampaign", "thief").await?;
+        leadership
+            .wait_for(|l| {
+                *l == Leadership::Standby {
+                    holder: Some("thief".into()),
+                }
+            })
+            .await?;
+        create("during").await?;
+        let mut renewals = 0;
+        while renewals < 10
+            || store
+                .get(&kore_runtime::ObjectKey::namespaced("default", "during"))
+                .is_none()
+        {
+            tokio::time::sleep(RETRY).await;
+            hold(&leases, "recampaign", "thief").await?;
+            renewals += 1;
+        }
+        assert!(
+            !task.is_finished(),
+            "the manager keeps running while it stands by"
+        );
+        assert!(
+            matches!(*leadership.borrow(), Leadership::Standby { .. }),
+            "the thief's renewals keep the manager standing by"
+        );
+
+        // The thief goes away without releasing: the manager waits out the lease and leads.
+        let (name, state) = next_of(&mut reconciled, "during", &mut records).await;
+        assert_eq!((name.as_str(), state), ("during", Leadership::Leading));
+        assert_eq!(
+            holder_of(&leases, "recampaign").await?.as_deref(),
+            Some("a")
+        );
+        // The new term started from a fresh queue filled from the cache: "before" again too.
+        while records.iter().filter(|(n, _)| n == "before").count() < 2 {
+            next_of(&mut reconciled, "before", &mut records).await;
+        }
+        assert!(
+            records
+                .iter()
+                .all(|(_, state)| *state == Leadership::Leading),
+            "reconciled only while leading: {records:?}"
+        );
+
+        stop.shutdown();
+        task.await??;
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(600), run).await?
+}
+
+/// Reads reconcile records into `records` until one names `name`, and returns that one.
+async fn next_of<T: Clone>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(String, T)>,
+    name: &str,
+    records: &mut Vec<(String, T)>,
+) -> (String, T) {
+    loop {
+        let record = rx.recv().await.expect("the controller lives");
+        records.push(record.clone());
+        if record.0 == name {
+            return record;
+        }
+    }
+}
+
+async fn holder_of(leases: &Api<Lease>, name: &str) -> anyhow::Result<Option<String>> {
+    Ok(leases.get(name).await?.spec.and_then(|s| s.holder_identity))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manager_that_recampaigns_refuses_leader_only_runnables_that_cannot_run_twice()
+-> anyhow::Result<()> {
+    use kore_runtime::manager::{OnLostLeadership, restartable_fn};
+
+    let env = kore_testenv::TestEnv::start().await?;
+    let mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .leader_election(LeaseConfig::new("default", "refused"))
+        .on_lost_leadership(OnLostLeadership::Recampaign)
+        .add(Box::new(runnable_fn("once", |_| async { Ok(()) })))
+        .add(Box::new(restartable_fn("again", |_| async { Ok(()) })))
+        .add(Box::new(
+            runnable_fn("everywhere", |_| async { Ok(()) }).without_leader_election(),
+        ))
+        .build();
+    match mgr.run().await {
+        Err(manager::Error::NotRestartable { names }) => assert_eq!(names, ["once"]),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    assert!(
+        leases.get_opt("refused").await?.is_none(),
+        "refused before campaigning"
+    );
+    Ok(())
+}
+
+/// One elector, campaigning term after term: the loss is counted in
+/// `kore_leader_election_lost_total` and `leader_election_master_status` follows each term.
+#[tokio::test(start_paused = true)]
+async fn an_elector_campaigns_again_after_a_loss_and_its_metrics_record_the_loss()
+-> anyhow::Result<()> {
+    use kore_runtime::manager::{LeaderElector, Leadership};
+    use prometheus_client::registry::Registry;
+
+    fn metrics(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+        text
+    }
+
+    let env = kore_testenv::TestEnv::start().await?;
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let mut registry = Registry::default();
+    let mut elector = LeaderElector::new(
+        env.client(),
+        LeaseConfig::new("default", "terms").identity("a"),
+    );
+    elector.register_metrics(&mut registry);
+    let mut leadership = elector.subscribe();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    assert!(metrics(&registry).contains("kore_leader_election_lost_total{name=\"terms\"} 0"));
+
+    let first = tokio::spawn(async move {
+        let result = elector.campaign(&shutdown).await;
+        (elector, shutdown, result)
+    });
+    leadership.wait_for(|l| *l == Leadership::Leading).await?;
+    assert!(metrics(&registry).contains("leader_election_master_status{name=\"terms\"} 1"));
+
+    hold(&leases, "terms", "thief").await?;
+    let (mut elector, shutdown, result) = first.await?;
+    assert!(
+        matches!(result, Err(manager::leader::Error::Lost { .. })),
+        "{result:?}"
+    );
+    let text = metrics(&registry);
+    assert!(
+        text.contains("leader_election_master_status{name=\"terms\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kore_leader_election_lost_total{name=\"terms\"} 1"),
+        "{text}"
+    );
+
+    // The thief stops renewing; the same elector takes the Lease over after its duration.
+    let stopped = Instant::now();
+    let second = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { elector.campaign(&shutdown).await }
+    });
+    leadership.wait_for(|l| *l == Leadership::Leading).await?;
+    assert!(stopped.elapsed() >= LEASE - RETRY, "took over a live lease");
+    assert_eq!(holder_of(&leases, "terms").await?.as_deref(), Some("a"));
+    assert!(metrics(&registry).contains("leader_election_master_status{name=\"terms\"} 1"));
+
+    shutdown.cancel();
+    second.await??;
+    assert_eq!(
+        holder_of(&leases, "terms").await?,
+        None,
+        "released on shutdown"
+    );
+    assert!(metrics(&registry).contains("kore_leader_election_lost_total{name=\"terms\"} 1"));
+    Ok(())
+}
+
+/// Issue 11, defect 8, in process: a manager that did not run for longer than its renew
+/// deadline (SIGSTOP, a suspended laptop, a debugger) loses its term even though nobody took
+/// the Lease; it stops its leader-only work, campaigns again, wins at once (the Lease still
+/// names it), and runs its leader-only work again, all without ending.
+#[tokio::test(start_paused = true)]
+async fn a_manager_stalled_past_its_renew_deadline_starts_a_new_term_instead_of_exiting()
+-> anyhow::Result<()> {
+    use kore_runtime::manager::{Leadership, OnLostLeadership, restartable_fn};
+
+    let run = async {
+        let env = kore_testenv::TestEnv::start().await?;
+        let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+        let (terms_tx, mut terms) = watch::channel(0usize);
+        let (running_tx, mut running) = watch::channel(0usize);
+        let terms_tx = Arc::new(terms_tx);
+        let running_tx = Arc::new(running_tx);
+        let work = restartable_fn("term", move |shutdown| {
+            let (terms, running) = (Arc::clone(&terms_tx), Arc::clone(&running_tx));
+            async move {
+                terms.send_modify(|n| *n += 1);
+                running.send_modify(|n| *n += 1);
+                // Decrements even when the manager aborts the task (the future is dropped).
+                let _still = scopeguard(move || running.send_modify(|n| *n -= 1));
+                shutdown.cancelled().await;
+                Ok(())
+            }
+        });
+        let mgr = Manager::builder(env.client())
+            .handle_signals(false)
+            .leader_election(LeaseConfig::new("default", "stalled").identity("a"))
+            .on_lost_leadership(OnLostLeadership::Recampaign)
+            .add(Box::new(work))
+            .build();
+        let leadership = mgr.leadership().expect("leader election is on");
+        let stop = mgr.shutdown_handle();
+        let task = tokio::spawn(mgr.run());
+        terms.wait_for(|n| *n == 1).await?;
+
+        // Every timer of the process fires late at once, as after SIGCONT.
+        tokio::time::advance(Duration::from_secs(12)).await;
+        terms.wait_for(|n| *n == 2).await?;
+        assert_eq!(
+            *running.borrow_and_update(),
+            1,
+            "the first term's work ended"
+        );
+        running.wait_for(|n| *n == 1).await?;
+        assert_eq!(*leadership.borrow(), Leadership::Leading);
+        assert!(!task.is_finished(), "the manager kept running");
+        let lease = leases.get("stalled").await?;
+        let spec = lease.spec.unwrap_or_default();
+        assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+        assert_eq!(spec.lease_transitions, Some(0), "nobody else held it");
+
+        stop.shutdown();
+        task.await??;
+        assert_eq!(*running.borrow(), 0);
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(600), run).await?
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}

@@ -81,6 +81,18 @@ impl Builder {
         self
     }
 
+    /// Sets how many bytes of changes the watch history keeps.
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.config = self.config.history_bytes(n);
+        self
+    }
+
+    /// Sets how many watches one user may have open at once.
+    pub fn max_watches_per_user(mut self, n: usize) -> Self {
+        self.config = self.config.max_watches_per_user(n);
+        self
+    }
+
     /// Sets the bookmark interval of quiet watches.
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
         self.config = self.config.bookmark_interval(d);

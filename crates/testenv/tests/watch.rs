@@ -349,3 +349,559 @@ async fn a_timed_out_watch_ends_with_a_bookmark_at_the_newest_revision() {
             .is_none()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Writes to other resources never hold back a watcher's events. A watcher is woken only by its
+// own resource, and the history it reads is shared by all: thousands of writes elsewhere
+// between two events of the watched resource must not strand the second one.
+
+/// How many writes to another resource each of these tests puts between two watched events:
+/// several times what one watcher examines per hold of the history's lock.
+const CHURN: usize = 2_500;
+
+/// Writes `n` changes to a Lease in `default` (created if needed); returns the revision of the
+/// last one.
+async fn churn_leases(client: &kube::Client, n: usize) -> u64 {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::default_namespaced(client.clone());
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("churn".into());
+    match leases.create(&PostParams::default(), &lease).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating the churn Lease: {e}"),
+    }
+    let last = futures::stream::iter(0..n)
+        .map(|i| {
+            let leases = leases.clone();
+            async move {
+                let patch = json!({"spec": {"holderIdentity": format!("h{i}")}});
+                leases
+                    .patch("churn", &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .expect("patch the churn Lease")
+            }
+        })
+        .buffer_unordered(8)
+        .fold(0u64, |max, l| async move {
+            let rv = l
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok())
+                .expect("a numeric resourceVersion");
+            max.max(rv)
+        })
+        .await;
+    assert!(last > 0, "the churn wrote something");
+    last
+}
+
+#[tokio::test]
+async fn writes_to_other_resources_never_hold_back_a_watch_event() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let start = current_rv(&cms).await;
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    churn_leases(&env.client(), CHURN).await;
+    cms.create(&PostParams::default(), &cm("after-churn", &[]))
+        .await
+        .expect("create");
+    assert_eq!(
+        name_of(&next(&mut events).await),
+        ("ADDED", "after-churn".into()),
+        "delivered without a second ConfigMap write to wake the watcher"
+    );
+    // A new watch from before the churn finds it too, at once.
+    let mut replay = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    assert_eq!(
+        name_of(&next(&mut replay).await),
+        ("ADDED", "after-churn".into())
+    );
+}
+
+#[tokio::test]
+async fn selector_transitions_are_delivered_across_other_resources_writes() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    cms.create(&PostParams::default(), &cm("x", &[("team", "b")]))
+        .await
+        .expect("create");
+    let start = current_rv(&cms).await;
+    let mut events = cms
+        .watch(&WatchParams::default().labels("team=a"), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    churn_leases(&env.client(), CHURN).await;
+    let relabel = |team: &str| Patch::Merge(json!({"metadata": {"labels": {"team": team}}}));
+    cms.patch("x", &PatchParams::default(), &relabel("a"))
+        .await
+        .expect("into the selection");
+    assert_eq!(name_of(&next(&mut events).await), ("ADDED", "x".into()));
+    churn_leases(&env.client(), CHURN).await;
+    cms.patch("x", &PatchParams::default(), &relabel("c"))
+        .await
+        .expect("out of the selection");
+    assert_eq!(name_of(&next(&mut events).await), ("DELETED", "x".into()));
+}
+
+#[tokio::test]
+async fn bookmarks_move_past_other_resources_writes_and_events_follow() {
+    let env = TestEnv::builder()
+        .bookmark_interval(Duration::from_millis(50))
+        .start()
+        .await
+        .expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let start = current_rv(&cms).await;
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    let last = churn_leases(&env.client(), CHURN).await;
+    // A quiet watch's bookmarks report the newest revision, not the last one of its resource.
+    loop {
+        match next(&mut events).await {
+            WatchEvent::Bookmark(b) => {
+                let rv: u64 = b.metadata.resource_version.parse().expect("numeric");
+                if rv >= last {
+                    break;
+                }
+            }
+            other => panic!("only bookmarks while ConfigMaps are quiet, got {other:?}"),
+        }
+    }
+    cms.create(&PostParams::default(), &cm("after-churn", &[]))
+        .await
+        .expect("create");
+    loop {
+        match next(&mut events).await {
+            WatchEvent::Bookmark(_) => continue,
+            e => {
+                assert_eq!(name_of(&e), ("ADDED", "after-churn".into()));
+                break;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn streaming_lists_deliver_events_across_other_resources_writes() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    cms.create(&PostParams::default(), &cm("before", &[]))
+        .await
+        .expect("create");
+    let mut events = cms
+        .watch(&WatchParams::default().initial_events(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    assert_eq!(
+        name_of(&next(&mut events).await),
+        ("ADDED", "before".into())
+    );
+    assert!(matches!(next(&mut events).await, WatchEvent::Bookmark(_)));
+    churn_leases(&env.client(), CHURN).await;
+    cms.create(&PostParams::default(), &cm("after", &[]))
+        .await
+        .expect("create");
+    assert_eq!(name_of(&next(&mut events).await), ("ADDED", "after".into()));
+}
+
+#[tokio::test]
+async fn a_quiet_resource_outlives_the_history_trimmed_by_other_resources() {
+    let env = TestEnv::builder()
+        .history_capacity(100)
+        .start()
+        .await
+        .expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let start = current_rv(&cms).await;
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    churn_leases(&env.client(), 500).await;
+    cms.create(&PostParams::default(), &cm("later", &[]))
+        .await
+        .expect("create");
+    assert_eq!(
+        name_of(&next(&mut events).await),
+        ("ADDED", "later".into()),
+        "no ConfigMap event was dropped, so the watch goes on"
+    );
+    // A watch from before the churn has lost nothing of ConfigMaps either ...
+    let mut replay = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    assert_eq!(name_of(&next(&mut replay).await), ("ADDED", "later".into()));
+    // ... but one of Leases from there has: it is told to re-list.
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::default_namespaced(env.client());
+    let mut lease_events = leases
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    match next(&mut lease_events).await {
+        WatchEvent::Error(status) => assert_eq!(status.code, 410),
+        other => panic!("expected 410 for a Lease watch from a trimmed revision: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_history_is_bounded_by_bytes() {
+    let env = TestEnv::builder()
+        .history_bytes(4 << 20)
+        .start()
+        .await
+        .expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let start = current_rv(&cms).await;
+    let big = "x".repeat(300 << 10);
+    let mut c = cm("big", &[]);
+    c.data = Some([("v".to_string(), big.clone())].into());
+    cms.create(&PostParams::default(), &c)
+        .await
+        .expect("create");
+    for i in 0..30 {
+        cms.patch(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+        )
+        .await
+        .expect("update");
+    }
+    // 31 events of ~300 KB each weigh far more than 4 MiB: the oldest are gone.
+    let mut events = cms
+        .watch(&WatchParams::default(), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    match next(&mut events).await {
+        WatchEvent::Error(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
+        }
+        other => panic!("expected 410, got {}", name_of(&other).0),
+    }
+    // The newest changes are still there to watch from.
+    let now = current_rv(&cms).await;
+    let mut events = cms
+        .watch(&WatchParams::default(), &now)
+        .await
+        .expect("watch")
+        .boxed();
+    cms.patch(
+        "big",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"i": "last"}})),
+    )
+    .await
+    .expect("update");
+    assert_eq!(
+        name_of(&next(&mut events).await),
+        ("MODIFIED", "big".into())
+    );
+}
+
+/// The server's own controllers (namespace lifecycle, ServiceAccounts, CRD status, ClusterRole
+/// aggregation, RBAC, garbage collection) watch the same history: after thousands of writes to
+/// another resource, each still acts on the next change it cares about.
+#[tokio::test]
+async fn the_servers_controllers_keep_up_after_thousands_of_other_writes() {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kore_testenv::wait_for;
+    const SETTLE: Duration = Duration::from_secs(10);
+
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    churn_leases(&client, CHURN).await;
+
+    // Namespace lifecycle and ServiceAccounts: a new namespace gets `default`, and an empty
+    // namespace that is deleted goes away.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "fresh");
+    wait_for(SETTLE, || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await
+    .expect("the new namespace gets its default ServiceAccount");
+
+    // RBAC: a Role and binding written now take effect for the next request.
+    let roles: Api<Role> = Api::namespaced(client.clone(), "fresh");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "read-cms"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
+    }))
+    .expect("role");
+    roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "fresh");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "read-cms"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-cms"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "fresh"}]
+    }))
+    .expect("binding");
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+    let as_sa = env
+        .service_account_client("fresh", "default")
+        .await
+        .expect("a ServiceAccount client");
+    Api::<ConfigMap>::namespaced(as_sa, "fresh")
+        .list(&ListParams::default())
+        .await
+        .expect("the new binding allows the list");
+
+    churn_leases(&client, CHURN).await;
+
+    // ClusterRole aggregation.
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let aggregate: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "churn-aggregate"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"churn": "yes"}}]}
+    }))
+    .expect("cluster role");
+    cluster_roles
+        .create(&PostParams::default(), &aggregate)
+        .await
+        .expect("aggregate");
+    let part: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "churn-part", "labels": {"churn": "yes"}},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    }))
+    .expect("cluster role");
+    cluster_roles
+        .create(&PostParams::default(), &part)
+        .await
+        .expect("part");
+    wait_for(SETTLE, || async {
+        let r = cluster_roles.get("churn-aggregate").await.ok()?;
+        (r.rules.unwrap_or_default().len() == 1).then_some(())
+    })
+    .await
+    .expect("the aggregated role picks up the new rules");
+
+    // CRD status: a new CRD becomes Established.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "churns.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": "churns", "singular": "churn", "kind": "Churn"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("crd");
+    wait_for(SETTLE, || async {
+        let c = crds.get("churns.example.com").await.ok()?;
+        c.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await
+    .expect("the CRD becomes Established");
+
+    churn_leases(&client, CHURN).await;
+
+    // Garbage collection: deleting an owner removes its dependent.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "fresh");
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner", &[]))
+        .await
+        .expect("owner");
+    let dependent: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "dependent", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().expect("uid")
+        }]}
+    }))
+    .expect("dependent");
+    cms.create(&PostParams::default(), &dependent)
+        .await
+        .expect("dependent");
+    cms.delete("owner", &Default::default())
+        .await
+        .expect("delete owner");
+    wait_for(SETTLE, || async {
+        cms.get_opt("dependent").await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("the garbage collector removes the dependent");
+
+    // Namespace deletion empties the namespace and removes it.
+    namespaces
+        .delete("fresh", &Default::default())
+        .await
+        .expect("delete namespace");
+    wait_for(SETTLE, || async {
+        namespaces
+            .get_opt("fresh")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the deleted namespace goes away");
+}
+
+/// Opens a raw watch request and returns its status and body stream.
+async fn raw_watch(env: &TestEnv, query: &str) -> (u16, kube::client::Body) {
+    let req = http::Request::builder()
+        .uri(format!("/api/v1/namespaces/default/configmaps?{query}"))
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let resp = env.client().send(req).await.expect("response");
+    (resp.status().as_u16(), resp.into_body())
+}
+
+/// The first line of a body (a watch's first event, or a whole list), waiting for it.
+async fn first_line(body: &mut kube::client::Body) -> String {
+    use http_body_util::BodyExt;
+    let mut buf = Vec::new();
+    loop {
+        let Some(frame) = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("a line in time")
+        else {
+            return String::from_utf8_lossy(&buf).into_owned();
+        };
+        let frame = frame.expect("no error");
+        if let Ok(data) = frame.into_data() {
+            buf.extend_from_slice(&data);
+            if let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                return String::from_utf8_lossy(&buf[..end]).into_owned();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_watch_timeout_beyond_the_clock_means_no_timeout() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let rv = current_rv(&cms).await;
+    let (code, mut body) = raw_watch(
+        &env,
+        &format!("watch=1&resourceVersion={rv}&timeoutSeconds=9223372036854775807"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    cms.create(&PostParams::default(), &cm("still-served", &[]))
+        .await
+        .expect("create");
+    let line = first_line(&mut body).await;
+    assert!(
+        line.contains("\"ADDED\"") && line.contains("still-served"),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn boolean_parameters_read_as_kubernetes_reads_them() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let rv = current_rv(&cms).await;
+    // Anything but absent, `0` and `false` is true: `watch=garbage` is a watch ...
+    let (code, mut body) = raw_watch(&env, &format!("watch=garbage&resourceVersion={rv}")).await;
+    assert_eq!(code, 200);
+    cms.create(&PostParams::default(), &cm("seen", &[]))
+        .await
+        .expect("create");
+    let line = first_line(&mut body).await;
+    assert!(line.starts_with("{\"type\":\"ADDED\""), "{line}");
+    // ... and `watch=FALSE` a list.
+    for off in ["FALSE", "0", "false"] {
+        let (code, mut body) = raw_watch(&env, &format!("watch={off}")).await;
+        assert_eq!(code, 200);
+        let line = first_line(&mut body).await;
+        assert!(
+            line.contains("\"kind\":\"ConfigMapList\""),
+            "watch={off}: {line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_user_may_hold_only_so_many_watches_and_gets_them_back_when_they_end() {
+    let env = TestEnv::builder()
+        .max_watches_per_user(3)
+        .start()
+        .await
+        .expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let rv = current_rv(&cms).await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(
+            cms.watch(&WatchParams::default(), &rv)
+                .await
+                .expect("within the limit")
+                .boxed(),
+        );
+    }
+    match cms.watch(&WatchParams::default(), &rv).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (429, "TooManyRequests"));
+            assert!(s.message.contains("limit is 3 per user"), "{}", s.message);
+        }
+        Ok(_) => panic!("a fourth watch is refused"),
+        Err(e) => panic!("expected 429, got {e}"),
+    }
+    // Lists and writes are not limited.
+    cms.create(&PostParams::default(), &cm("still-writable", &[]))
+        .await
+        .expect("create");
+    for events in &mut open {
+        assert_eq!(
+            name_of(&next(events).await),
+            ("ADDED", "still-writable".into())
+        );
+    }
+    // Closing one gives its place back.
+    drop(open.pop());
+    kore_testenv::wait_for(Duration::from_secs(5), || async {
+        cms.watch(&WatchParams::default(), &rv)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await
+    .expect("a closed watch frees its place");
+}

@@ -429,7 +429,7 @@ fn watch_requested(query: Option<&str>) -> bool {
     serde_urlencoded::from_str::<Vec<(String, String)>>(q)
         .ok()
         .and_then(|q| q.into_iter().rev().find(|(k, _)| k == "watch"))
-        .is_some_and(|(_, v)| !matches!(v.as_str(), "0" | "false" | "False"))
+        .is_some_and(|(_, v)| request::query_bool(Some(&v)) == Some(true))
 }
 
 /// The RBAC attributes of a request (spec §18.2).

@@ -164,6 +164,9 @@ pub enum ApiError {
     /// 503: the server is shutting down or storage failed.
     #[error("{0}")]
     Unavailable(String),
+    /// 429: a client holds more of a bounded resource (open watches) than it may; retry later.
+    #[error("{0}")]
+    TooManyRequests(String),
 }
 
 fn invalid_message(kind: &str, name: &str, causes: &[FieldError]) -> String {
@@ -214,6 +217,7 @@ impl ApiError {
             }
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -236,6 +240,7 @@ impl ApiError {
             ApiError::StoreReadError { .. } => "StorageReadError",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::Unavailable(_) => "ServiceUnavailable",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
         }
     }
 
@@ -323,6 +328,7 @@ impl ApiError {
                     .collect();
                 Some(d)
             }
+            ApiError::TooManyRequests(_) => Some(json!({"retryAfterSeconds": 1})),
             ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes})),
             _ => None,
         }
@@ -398,7 +404,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if let ApiError::TooLargeResourceVersion { .. } = self {
+        if let ApiError::TooLargeResourceVersion { .. } | ApiError::TooManyRequests(_) = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }

@@ -89,6 +89,8 @@ pub struct App {
     pub rbac: Arc<crate::auth::rbac::RbacIndex>,
     /// The tally of RBAC decisions, when recording is on.
     pub authorizations: Option<Arc<crate::auth::audit::AuthorizationLog>>,
+    /// The watches each user has open, and how many one may.
+    pub watches: Arc<watch::WatchSlots>,
 }
 
 impl std::fmt::Debug for App {

@@ -6,6 +6,13 @@
 //! express (`/api/v1/namespaces/{x}/{y}` is a namespace subresource when `y` is `status` or
 //! `finalize`, else a resource `y` in namespace `x`).
 
+/// A boolean query parameter as Kubernetes reads one (`Convert_Slice_string_To_bool`): absent
+/// is `None`; `0` and `false` (in any case) are false; anything else, the empty string and
+/// `garbage` included, is true.
+pub(crate) fn query_bool(value: Option<&str>) -> Option<bool> {
+    value.map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+}
+
 /// What a path addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {

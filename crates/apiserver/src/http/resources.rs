@@ -35,8 +35,7 @@ fn parse_query(q: Option<&str>) -> Query {
 }
 
 fn flag(q: &Query, name: &str) -> Option<bool> {
-    q.get(name)
-        .map(|v| matches!(v.as_str(), "true" | "True" | "1"))
+    request::query_bool(q.get(name).map(String::as_str))
 }
 
 /// The entry point for every path that is not a fixed meta endpoint.
@@ -53,7 +52,8 @@ pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Respo
             return super::reviews::serve(&app, &parts, path, body).await;
         }
         Target::Resource(path) => {
-            resource(&app, parts.method, &parts.headers, path, query, body).await
+            let user = parts.extensions.get::<Arc<super::User>>().cloned();
+            resource(&app, parts.method, &parts.headers, path, query, body, user).await
         }
         Target::Unknown
         | Target::CoreGroups
@@ -245,6 +245,7 @@ async fn resource(
     path: ResourcePath,
     q: Query,
     body: Body,
+    user: Option<Arc<super::User>>,
 ) -> Result<Response, ApiError> {
     let catalog = app.registry.catalog();
     let res = catalog
@@ -270,7 +271,8 @@ async fn resource(
             Method::GET if watching => {
                 let shape = negotiate::object_shape(headers)?;
                 let params = list_params(&q)?;
-                watch::serve(app, &res, ns, &params, shape, &q).await
+                let slot = app.watches.acquire(user.as_deref())?;
+                watch::serve(app, &res, ns, &params, shape, &q, slot).await
             }
             Method::GET => {
                 let shape = negotiate::object_shape(headers)?;
@@ -452,15 +454,7 @@ async fn apply_object(
             )],
         ));
     }
-    let force = match q.get("force").map(String::as_str) {
-        None | Some("") | Some("false") | Some("False") | Some("0") => false,
-        Some("true") | Some("True") | Some("1") => true,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "invalid value for force: {other:?}"
-            )));
-        }
-    };
+    let force = flag(q, "force").unwrap_or(false);
     let bytes = read_body(body).await?;
     let config: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,

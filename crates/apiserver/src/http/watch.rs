@@ -11,9 +11,9 @@
 //! Plain JSON watches without selectors send the event line the history rendered once for all
 //! watchers, so fan-out costs one copy of a reference per watcher.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -45,6 +45,7 @@ pub(crate) async fn serve(
     params: &ListParams,
     shape: Shape,
     q: &Query,
+    slot: WatchSlot,
 ) -> Result<Response, ApiError> {
     let rv_match = params
         .resource_version_match
@@ -92,9 +93,12 @@ pub(crate) async fn serve(
         pending: VecDeque::new(),
         columns_sent: false,
         bookmarks: params.allow_watch_bookmarks,
+        // A timeout past what the clock can represent (`timeoutSeconds=9223372036854775807`)
+        // is no timeout at all.
+        _slot: slot,
         deadline: params
             .timeout_seconds
-            .map(|t| Instant::now() + Duration::from_secs(t)),
+            .and_then(|t| Instant::now().checked_add(Duration::from_secs(t))),
         done: false,
     };
     let start = if wants_initial {
@@ -144,6 +148,70 @@ pub(crate) async fn serve(
     Ok(resp)
 }
 
+/// How many watches each user has open, bounded per user.
+#[derive(Debug)]
+pub struct WatchSlots {
+    limit: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open watch of one user; dropping it (the stream ended) gives the place back.
+#[derive(Debug)]
+pub struct WatchSlot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    user: String,
+}
+
+impl WatchSlots {
+    /// Slots for at most `limit` open watches per user.
+    pub fn new(limit: usize) -> Self {
+        WatchSlots {
+            limit,
+            open: Arc::default(),
+        }
+    }
+
+    /// Takes a place for a new watch of `user` (requests with no user, in-process ones
+    /// included, count as one anonymous user).
+    ///
+    /// # Errors
+    /// [`ApiError::TooManyRequests`] (429) when the user already has `limit` watches open.
+    pub fn acquire(&self, user: Option<&super::User>) -> Result<WatchSlot, ApiError> {
+        let name = user.map_or("", |u| u.name.as_str());
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(name.to_string()).or_default();
+        if *count >= self.limit {
+            return Err(ApiError::TooManyRequests(format!(
+                "too many watches open by {name:?}: the limit is {} per user; close some or retry later",
+                self.limit
+            )));
+        }
+        *count += 1;
+        Ok(WatchSlot {
+            open: self.open.clone(),
+            user: name.to_string(),
+        })
+    }
+
+    /// How many watches `user` has open.
+    pub fn open(&self, user: &str) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.get(user).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.user);
+            }
+        }
+    }
+}
+
 fn expired_line(requested: u64, oldest: u64) -> Bytes {
     let status = ApiError::Expired {
         message: format!("too old resource version: {requested} ({oldest})"),
@@ -163,6 +231,8 @@ struct Stream {
     pending: VecDeque<Bytes>,
     columns_sent: bool,
     bookmarks: bool,
+    /// The user's place among its open watches, given back when the stream ends.
+    _slot: WatchSlot,
     deadline: Option<Instant>,
     done: bool,
 }
@@ -249,8 +319,8 @@ impl Stream {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         enum Woke {
             Stop,
-            TimedOut(u64),
-            Bookmark(u64),
+            TimedOut(Result<u64, StorageError>),
+            Bookmark(Result<u64, StorageError>),
             Event(Result<Arc<WatchEvent>, StorageError>),
         }
         loop {
@@ -275,22 +345,26 @@ impl Stream {
             match woke {
                 Woke::Stop => return None,
                 // A last bookmark lets the client re-watch from the newest revision it saw.
-                Woke::TimedOut(rv) if self.bookmarks => {
+                Woke::TimedOut(Ok(rv)) if self.bookmarks => {
                     self.done = true;
                     return Some(self.bookmark(rv, false));
                 }
-                Woke::TimedOut(_) => return None,
-                Woke::Bookmark(rv) => return Some(self.bookmark(rv, false)),
+                Woke::TimedOut(Ok(_)) => return None,
+                Woke::Bookmark(Ok(rv)) => return Some(self.bookmark(rv, false)),
                 Woke::Event(Ok(event)) => {
                     if let Some(line) = self.event_line(&event) {
                         return Some(line);
                     }
                 }
-                Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
+                Woke::TimedOut(Err(StorageError::Expired { requested, oldest }))
+                | Woke::Bookmark(Err(StorageError::Expired { requested, oldest }))
+                | Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
                     self.done = true;
                     return Some(expired_line(requested, oldest));
                 }
-                Woke::Event(Err(_)) => return None,
+                Woke::TimedOut(Err(_)) | Woke::Bookmark(Err(_)) | Woke::Event(Err(_)) => {
+                    return None;
+                }
             }
         }
     }

@@ -35,6 +35,10 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// How many recent changes the watch history keeps.
     pub history_capacity: usize,
+    /// How many bytes of recent changes the watch history keeps.
+    pub history_bytes: usize,
+    /// How many watches one user may have open at once (429 beyond).
+    pub max_watches_per_user: usize,
     /// How often a quiet watch that allows bookmarks gets one.
     pub bookmark_interval: Duration,
     /// How long in-flight requests may run after shutdown starts.
@@ -49,6 +53,8 @@ impl Default for Config {
         Config {
             data_dir: None,
             history_capacity: StoreConfig::default().history_capacity,
+            history_bytes: StoreConfig::default().history_bytes,
+            max_watches_per_user: 2_000,
             bookmark_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
             record_authorizations: false,
@@ -64,10 +70,24 @@ impl Config {
         self
     }
 
-    /// Sets the size of the watch history.
+    /// Sets the size of the watch history, in events.
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Sets how many watches one user may have open at once.
+    #[must_use]
+    pub fn max_watches_per_user(mut self, n: usize) -> Self {
+        self.max_watches_per_user = n;
+        self
+    }
+
+    /// Sets the size of the watch history, in bytes.
+    #[must_use]
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.history_bytes = n;
         self
     }
 
@@ -156,7 +176,9 @@ impl ApiServer {
     ) -> Result<ApiServer, ServerError> {
         let store = Store::open(
             backend,
-            StoreConfig::default().history_capacity(config.history_capacity),
+            StoreConfig::default()
+                .history_capacity(config.history_capacity)
+                .history_bytes(config.history_bytes),
         )
         .map_err(ServerError::Storage)?;
         let registry = Arc::new(Registry::new(store));
@@ -182,6 +204,9 @@ impl ApiServer {
             authorizations: config
                 .record_authorizations
                 .then(|| Arc::new(crate::auth::audit::AuthorizationLog::default())),
+            watches: Arc::new(crate::http::watch::WatchSlots::new(
+                config.max_watches_per_user,
+            )),
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {

@@ -12,6 +12,19 @@
 //! the grace period (typically watches) are dropped with their connections, and then [`serve`]
 //! returns. Handlers of long requests that should end cleanly must watch a token themselves.
 //!
+//! # Limits at the edge
+//! - The request line and headers may take [`MAX_HEADER_BYTES`] (1 MiB, kube-apiserver's
+//!   `MaxHeaderBytes`, plus the 4 KiB of slack Go's server allows). Larger heads get a 431
+//!   `Status`. hyper is told to read heads up to twice that, so a head just over the limit is
+//!   read whole and answered instead of cut off mid-stream (a connection closed with unread
+//!   bytes is reset, and the client never sees the answer); past twice the limit hyper answers
+//!   431 itself.
+//! - A request answered before its body was read (a 404, a 413, a refused authorization) has
+//!   the rest of its body read and discarded in the background, up to [`DRAIN_LIMIT`] bytes
+//!   and [`DRAIN_TIMEOUT`]: over HTTP/2 the stream then ends cleanly instead of being
+//!   cancelled (which clients report as a stream error and may lose the answer with), and an
+//!   HTTP/1.1 connection stays usable.
+//!
 //! # Caveats
 //! - Connections that upgraded (WebSocket, SPDY) leave hyper's hands and are not tracked here.
 //! - A client that opens a connection and never speaks holds its task until shutdown; the TLS
@@ -25,6 +38,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -40,6 +56,16 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an HTTP/1 client may take to send a request head, counted from when the connection
 /// is ready for the next request (kube-apiserver uses 32 s too).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// The most a request line and its headers may take, as in kube-apiserver (1 MiB
+/// `MaxHeaderBytes` plus Go's 4 KiB of slack).
+pub const MAX_HEADER_BYTES: usize = (1 << 20) + 4096;
+
+/// How much of a request body that was answered early is still read and discarded.
+pub const DRAIN_LIMIT: usize = 16 << 20;
+
+/// How long the rest of a request body that was answered early may take to arrive.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Pause after an accept error that is not about one connection (for example the process ran out
 /// of file descriptors), so the loop does not spin.
@@ -77,8 +103,12 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(2 * MAX_HEADER_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(2 * MAX_HEADER_BYTES).unwrap_or(u32::MAX));
     let builder = Arc::new(builder);
     let connections = TaskTracker::new();
     // Cancelled once the grace period is over: connections still open are dropped.
@@ -188,10 +218,18 @@ impl Connection {
             shutdown,
             abort,
         } = self;
-        let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request.extensions_mut().insert(Transport { tls });
-            app.clone().oneshot(request)
+        let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let app = app.clone();
+            async move {
+                if head_bytes(&request) > MAX_HEADER_BYTES {
+                    return Ok(head_too_large());
+                }
+                let (mut parts, body) = request.into_parts();
+                parts.extensions.insert(ConnectInfo(peer));
+                parts.extensions.insert(Transport { tls });
+                let request = http::Request::from_parts(parts, DrainOnDrop::new(body));
+                app.oneshot(request).await
+            }
         });
         let connection = builder.serve_connection_with_upgrades(io, service);
         let mut connection = std::pin::pin!(connection);
@@ -214,446 +252,117 @@ impl Connection {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
+/// The size of a request's head as it was sent: the request line and every header line.
+fn head_bytes<B>(request: &http::Request<B>) -> usize {
+    let line = request.method().as_str().len()
+        + request
+            .uri()
+            .path_and_query()
+            .map_or(1, |p| p.as_str().len())
+        + 12;
+    request.headers().iter().fold(line, |n, (name, value)| {
+        n + name.as_str().len() + value.len() + 4
+    })
+}
 
-    use axum::extract::{Extension, State};
-    use axum::response::{IntoResponse, Response};
-    use axum::routing::get;
-    use http::{HeaderMap, StatusCode, header};
-    use http_body_util::BodyExt as _;
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    use tokio::sync::{Notify, mpsc};
-    use tokio::task::JoinHandle;
+/// The answer to a request whose head is over [`MAX_HEADER_BYTES`].
+fn head_too_large() -> axum::response::Response {
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("request headers are larger than the limit of {MAX_HEADER_BYTES} bytes"),
+        "reason": "RequestHeaderFieldsTooLarge",
+        "code": 431,
+    });
+    let mut response = axum::response::Response::new(axum::body::Body::from(status.to_string()));
+    *response.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
 
-    use super::*;
-    use crate::auth::kubeconfig::{kubeconfig_yaml, write_kubeconfig};
-    use crate::auth::tls::TlsMaterial;
-    use crate::auth::token::{AdminToken, bearer_token};
+/// A request body that, when dropped before its end (the request was answered without
+/// reading it all), is read to the end and discarded in the background, within
+/// [`DRAIN_LIMIT`] and [`DRAIN_TIMEOUT`]. See the module docs for why.
+struct DrainOnDrop {
+    body: Option<Incoming>,
+    read: usize,
+}
 
-    const VERSION: &str = r#"{"major":"1","minor":"32","gitVersion":"v1.32.0","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2024-12-11T00:00:00Z","goVersion":"go1.23.3","compiler":"gc","platform":"linux/amd64"}"#;
-    const UNAUTHORIZED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
-
-    /// Bounds every test that talks over sockets, so a hang becomes a failure.
-    const TEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-    fn json(status: StatusCode, body: &'static str) -> Response {
-        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-    }
-
-    async fn version(State(token): State<Arc<AdminToken>>, headers: HeaderMap) -> Response {
-        match bearer_token(&headers) {
-            Some(presented) if token.verify(presented) => json(StatusCode::OK, VERSION),
-            _ => json(StatusCode::UNAUTHORIZED, UNAUTHORIZED),
+impl DrainOnDrop {
+    fn new(body: Incoming) -> Self {
+        DrainOnDrop {
+            body: Some(body),
+            read: 0,
         }
-    }
-
-    async fn whoami(
-        Extension(transport): Extension<Transport>,
-        ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    ) -> String {
-        format!("tls={} peer={}", transport.tls, peer.ip())
-    }
-
-    fn version_app(token: Arc<AdminToken>) -> axum::Router {
-        axum::Router::new()
-            .route("/version", get(version))
-            .route("/whoami", get(whoami))
-            .with_state(token)
-    }
-
-    /// A router whose `/slow` reports that it started, then waits for `release`, and whose
-    /// `/hang` reports and never answers.
-    fn slow_app(started: mpsc::Sender<()>, release: Arc<Notify>) -> axum::Router {
-        let hang_started = started.clone();
-        axum::Router::new()
-            .route(
-                "/slow",
-                get(move || async move {
-                    let _ = started.send(()).await;
-                    release.notified().await;
-                    "done"
-                }),
-            )
-            .route(
-                "/hang",
-                get(move || async move {
-                    let _ = hang_started.send(()).await;
-                    std::future::pending::<()>().await;
-                    "never"
-                }),
-            )
-            .route("/whoami", get(whoami))
-    }
-
-    struct Running {
-        addr: SocketAddr,
-        shutdown: CancellationToken,
-        server: JoinHandle<io::Result<()>>,
-    }
-
-    async fn start(
-        app: axum::Router,
-        tls: Option<Arc<rustls::ServerConfig>>,
-        grace: Duration,
-    ) -> Running {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-        let addr = listener.local_addr().expect("has an address");
-        let shutdown = CancellationToken::new();
-        let server = tokio::spawn(serve(listener, app, tls, shutdown.clone(), grace));
-        Running {
-            addr,
-            shutdown,
-            server,
-        }
-    }
-
-    /// Sends one HTTP/1.1 request on a fresh connection and returns everything the server sent
-    /// until it closed the connection.
-    async fn raw_get(addr: SocketAddr, path: &str) -> String {
-        let mut stream = TcpStream::connect(addr).await.expect("connects");
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.expect("sends");
-        let mut response = Vec::new();
-        // A connection dropped by the server may end in a reset; what arrived before counts.
-        let _ = stream.read_to_end(&mut response).await;
-        String::from_utf8_lossy(&response).into_owned()
-    }
-
-    async fn client_from(path: &Path) -> kube::Client {
-        let kubeconfig = Kubeconfig::read_from(path).expect("kubeconfig reads");
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("kube accepts the kubeconfig");
-        kube::Client::try_from(config).expect("client builds")
-    }
-
-    /// A TLS server answering `/version` for `token`, and a kubeconfig for it holding
-    /// `presented`.
-    async fn tls_server_and_kubeconfig(
-        dir: &Path,
-        token: &Arc<AdminToken>,
-        presented: &str,
-    ) -> (Running, std::path::PathBuf, TlsMaterial) {
-        let material = TlsMaterial::load_or_generate(None, &[]).expect("TLS material");
-        let tls = material.server_config().expect("server config");
-        let running = start(
-            version_app(token.clone()),
-            Some(tls),
-            Duration::from_secs(1),
-        )
-        .await;
-        let url = format!("https://127.0.0.1:{}", running.addr.port());
-        let yaml = kubeconfig_yaml(&url, Some(material.ca_pem()), Some(presented));
-        let path = dir.join("kubeconfig");
-        write_kubeconfig(&path, &yaml).expect("kubeconfig written");
-        (running, path, material)
-    }
-
-    async fn stop(running: Running) {
-        running.shutdown.cancel();
-        let result = tokio::time::timeout(TEST_TIMEOUT, running.server)
-            .await
-            .expect("serve returns after shutdown")
-            .expect("serve does not panic");
-        result.expect("serve succeeds");
-    }
-
-    #[tokio::test]
-    async fn kube_reads_the_version_over_tls_with_the_handed_out_kubeconfig() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let token = Arc::new(AdminToken::generate());
-            let (running, path, _material) =
-                tls_server_and_kubeconfig(dir.path(), &token, token.as_str()).await;
-            let client = client_from(&path).await;
-
-            let info = client.apiserver_version().await.expect("version");
-            assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "32"));
-            assert_eq!(info.git_version, "v1.32.0");
-
-            let request = http::Request::get("/whoami")
-                .body(Vec::new())
-                .expect("request");
-            let seen = client.request_text(request).await.expect("whoami");
-            assert_eq!(seen, "tls=true peer=127.0.0.1");
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn kube_with_a_wrong_token_gets_401() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let token = Arc::new(AdminToken::generate());
-            let (running, path, _material) =
-                tls_server_and_kubeconfig(dir.path(), &token, "not-the-token").await;
-            let client = client_from(&path).await;
-
-            match client.apiserver_version().await {
-                Err(kube::Error::Api(status)) => {
-                    assert_eq!(status.code, 401);
-                    assert_eq!(status.reason, "Unauthorized");
-                }
-                other => panic!("expected 401, got {other:?}"),
-            }
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn kubectl_reads_the_version_with_the_handed_out_kubeconfig() {
-        let Some(kubectl) = find_on_path("kubectl") else {
-            println!("skipping: kubectl not found");
-            return;
-        };
-        tokio::time::timeout(TEST_TIMEOUT * 2, async {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let token = Arc::new(AdminToken::generate());
-            let (running, path, _material) =
-                tls_server_and_kubeconfig(dir.path(), &token, token.as_str()).await;
-
-            let output = tokio::process::Command::new(kubectl)
-                .arg("--kubeconfig")
-                .arg(&path)
-                .args(["get", "--raw", "/version"])
-                // Keep kubectl's caches out of the user's home directory.
-                .env("HOME", dir.path())
-                .env_remove("KUBECONFIG")
-                .output()
-                .await
-                .expect("kubectl runs");
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(output.status.success(), "kubectl failed: {stderr}");
-            let got: serde_json::Value =
-                serde_json::from_str(&stdout).expect("kubectl prints JSON");
-            let want: serde_json::Value = serde_json::from_str(VERSION).expect("valid JSON");
-            assert_eq!(got, want);
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
-        let path = std::env::var_os("PATH")?;
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())
-    }
-
-    #[tokio::test]
-    async fn http2_is_negotiated_over_tls_through_alpn() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let material = TlsMaterial::load_or_generate(None, &[]).expect("TLS material");
-            let token = Arc::new(AdminToken::generate());
-            let tls = material.server_config().expect("server config");
-            let running = start(version_app(token), Some(tls), Duration::from_secs(1)).await;
-
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add(material.ca_der().clone()).expect("CA added");
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .expect("protocol versions")
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-            let tcp = TcpStream::connect(running.addr).await.expect("connects");
-            let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
-            let stream = connector.connect(name, tcp).await.expect("handshake");
-            assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-
-            let (mut sender, connection) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                    .await
-                    .expect("HTTP/2 handshake");
-            tokio::spawn(connection);
-            let request = http::Request::get("https://localhost/whoami")
-                .body(http_body_util::Empty::<bytes::Bytes>::new())
-                .expect("request");
-            let response = sender.send_request(request).await.expect("response");
-            assert_eq!(response.version(), http::Version::HTTP_2);
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .expect("body")
-                .to_bytes();
-            assert_eq!(&body[..], b"tls=true peer=127.0.0.1");
-            drop(sender);
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn a_failed_tls_handshake_does_not_stop_the_server() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let token = Arc::new(AdminToken::generate());
-            let (running, path, _material) =
-                tls_server_and_kubeconfig(dir.path(), &token, token.as_str()).await;
-
-            let plain = raw_get(running.addr, "/version").await;
-            assert!(
-                !plain.contains("\"minor\""),
-                "no plain HTTP on the TLS port: {plain}"
-            );
-
-            let client = client_from(&path).await;
-            client
-                .apiserver_version()
-                .await
-                .expect("later clients are served");
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn plain_http_serves_requests_and_marks_them_as_not_tls() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let token = Arc::new(AdminToken::generate());
-            let running = start(version_app(token.clone()), None, Duration::from_secs(1)).await;
-
-            let response = raw_get(running.addr, "/whoami").await;
-            assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
-            assert!(response.ends_with("tls=false peer=127.0.0.1"), "{response}");
-
-            // kube-rs sends the token over plain HTTP too (kubectl would not).
-            let url = format!("http://127.0.0.1:{}", running.addr.port());
-            let mut config = kube::Config::new(url.parse().expect("URL"));
-            config.auth_info.token = Some(token.as_str().to_owned().into());
-            let client = kube::Client::try_from(config).expect("client");
-            let info = client.apiserver_version().await.expect("version");
-            assert_eq!(info.minor, "32");
-            stop(running).await;
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn shutdown_lets_an_in_flight_request_finish_and_then_serve_returns() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let (started, mut started_rx) = mpsc::channel(1);
-            let release = Arc::new(Notify::new());
-            let mut running = start(
-                slow_app(started, release.clone()),
-                None,
-                Duration::from_secs(20),
-            )
-            .await;
-            let addr = running.addr;
-            let client = tokio::spawn(async move { raw_get(addr, "/slow").await });
-            started_rx
-                .recv()
-                .await
-                .expect("the request reached the handler");
-
-            running.shutdown.cancel();
-            let early = tokio::time::timeout(Duration::from_millis(200), &mut running.server).await;
-            assert!(early.is_err(), "serve waits for the request in flight");
-            assert!(
-                TcpStream::connect(addr).await.is_err(),
-                "no new connections"
-            );
-
-            release.notify_one();
-            let response = client.await.expect("client task");
-            assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
-            assert!(response.ends_with("done"), "{response}");
-            let result = tokio::time::timeout(Duration::from_secs(5), running.server)
-                .await
-                .expect("serve returns once the request finished")
-                .expect("no panic");
-            result.expect("serve succeeds");
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn requests_outliving_the_grace_period_are_dropped() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let (started, mut started_rx) = mpsc::channel(1);
-            let grace = Duration::from_millis(300);
-            let running = start(slow_app(started, Arc::new(Notify::new())), None, grace).await;
-            let addr = running.addr;
-            let client = tokio::spawn(async move { raw_get(addr, "/hang").await });
-            started_rx
-                .recv()
-                .await
-                .expect("the request reached the handler");
-
-            let cancelled_at = tokio::time::Instant::now();
-            running.shutdown.cancel();
-            let result = tokio::time::timeout(Duration::from_secs(5), running.server)
-                .await
-                .expect("serve returns after the grace period")
-                .expect("no panic");
-            result.expect("serve succeeds");
-            assert!(
-                cancelled_at.elapsed() >= grace,
-                "serve waited for the grace period"
-            );
-            let response = client.await.expect("client task");
-            assert!(
-                response.is_empty(),
-                "the hanging request got no answer: {response}"
-            );
-        })
-        .await
-        .expect("test finishes in time");
-    }
-
-    #[tokio::test]
-    async fn idle_keep_alive_connections_do_not_delay_shutdown() {
-        tokio::time::timeout(TEST_TIMEOUT, async {
-            let (started, _started_rx) = mpsc::channel(1);
-            let running = start(
-                slow_app(started, Arc::new(Notify::new())),
-                None,
-                Duration::from_secs(20),
-            )
-            .await;
-            let mut stream = TcpStream::connect(running.addr).await.expect("connects");
-            stream
-                .write_all(b"GET /whoami HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                .await
-                .expect("sends");
-            let mut response = Vec::new();
-            while !response.ends_with(b"peer=127.0.0.1") {
-                let mut chunk = [0u8; 1024];
-                let read = stream.read(&mut chunk).await.expect("reads");
-                assert!(read > 0, "the connection stays open after the response");
-                response.extend_from_slice(&chunk[..read]);
-            }
-
-            running.shutdown.cancel();
-            let result = tokio::time::timeout(Duration::from_secs(5), running.server)
-                .await
-                .expect("serve returns without waiting for the grace period")
-                .expect("no panic");
-            result.expect("serve succeeds");
-            let mut rest = Vec::new();
-            let _ = stream.read_to_end(&mut rest).await;
-            assert!(rest.is_empty(), "the idle connection was closed");
-        })
-        .await
-        .expect("test finishes in time");
     }
 }
+
+impl HttpBody for DrainOnDrop {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let Some(body) = self.body.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = std::pin::Pin::new(body).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                let n = frame.data_ref().map_or(0, Bytes::len);
+                self.read = self.read.saturating_add(n);
+            }
+            std::task::Poll::Ready(None | Some(Err(_))) => self.body = None,
+            std::task::Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(HttpBody::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), HttpBody::size_hint)
+    }
+}
+
+impl Drop for DrainOnDrop {
+    fn drop(&mut self) {
+        let Some(mut body) = self.body.take() else {
+            return;
+        };
+        if body.is_end_stream() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut budget = DRAIN_LIMIT.saturating_sub(self.read);
+        runtime.spawn(async move {
+            let drain = async {
+                while let Some(Ok(frame)) = body.frame().await {
+                    let n = frame.data_ref().map_or(0, Bytes::len);
+                    if n > budget {
+                        break;
+                    }
+                    budget -= n;
+                }
+            };
+            // Past the budget or the time, dropping the body resets the stream.
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -3,9 +3,20 @@
 //! Every change is appended when it is applied (in revision order, under the store's lock) and
 //! becomes visible to watchers once its backend reports it durable (the *published* mark).
 //! Watchers do not own buffers: each keeps a cursor (the last revision it examined) and copies
-//! the next events out of the shared ring when woken. A watcher that falls behind the oldest
-//! retained event gets [`StorageError::Expired`] and must re-list, as with etcd compaction, so
-//! a slow client costs memory for nothing but its cursor and never makes the server drop an
+//! the next events out of the shared ring when woken. The ring is bounded twice: by a count of
+//! events and by their weight in bytes (an upper bound of the memory they hold), and the oldest
+//! published events are dropped when either bound is passed.
+//!
+//! A watcher is woken only by publications to its own resource, but it examines every event
+//! after its cursor, in batches of [`SCAN`] per hold of the lock, until it has caught up with
+//! the published mark; it never goes back to sleep with published events unexamined (a batch
+//! full of other resources' events must not strand the next event of its own).
+//!
+//! A watcher loses events only when an event of its own resource is dropped before it read it:
+//! the ring remembers, per resource, the newest revision it dropped. Such a watcher gets
+//! [`StorageError::Expired`] and must re-list, as with etcd compaction; a watcher of a quiet
+//! resource whose cursor the ring left behind only for other resources' events skips ahead.
+//! So a slow client costs memory for nothing but its cursor and never makes the server drop an
 //! event silently.
 //!
 //! The same history lets a list be served "as of" a recent revision (continue tokens, exact
@@ -76,6 +87,14 @@ impl WatchEvent {
         }
     }
 
+    /// The memory this event may hold, in bytes: its object, the line rendered from it (once
+    /// a watcher asks) and the previous state it carries. A buffer shared with a neighbouring
+    /// event is counted in each, so the sum over the history is an upper bound.
+    pub fn weight(&self) -> usize {
+        let prev = self.prev.as_ref().map_or(0, |p| p.bytes.len());
+        self.object.len() * 2 + prev + self.key.len() + LINE_OVERHEAD
+    }
+
     /// The event as one line of a JSON watch stream, rendered once and shared by every
     /// watcher that sends it unchanged.
     pub fn json_line(&self) -> Bytes {
@@ -84,6 +103,9 @@ impl WatchEvent {
             .clone()
     }
 }
+
+/// What an event costs beyond its buffers (the event itself, the line's framing).
+const LINE_OVERHEAD: usize = 160;
 
 /// Renders `{"type":T,"object":O}\n` from an already encoded object.
 pub fn render_line(kind: &str, object: &[u8]) -> Bytes {
@@ -100,10 +122,56 @@ pub fn render_line(kind: &str, object: &[u8]) -> Bytes {
 struct Ring {
     events: VecDeque<Arc<WatchEvent>>,
     capacity: usize,
+    /// What the retained events may weigh, in bytes (see [`WatchEvent::weight`]).
+    max_bytes: usize,
+    /// What the retained events weigh now.
+    bytes: usize,
     /// Every event with a revision at or below this one may be gone from the ring.
     compacted: u64,
+    /// The revision the history started at: what came before is not known.
+    origin: u64,
+    /// Per resource (`/core/configmaps/`), the newest revision of its events that were
+    /// dropped. A watcher of one resource has lost nothing while its cursor is at or after
+    /// that mark, however far the ring moved on for other resources.
+    dropped: HashMap<Box<str>, u64>,
     /// Events up to this revision are durable and visible to watchers.
     published: u64,
+}
+
+impl Ring {
+    /// Drops the oldest published events while the ring holds more than it may, by count or
+    /// by weight; the newest event always stays, so that a watcher can start after it.
+    fn trim(&mut self) {
+        while self.events.len() > 1
+            && (self.events.len() > self.capacity || self.bytes > self.max_bytes)
+        {
+            match self.events.front() {
+                Some(front) if front.rv <= self.published => {
+                    self.compacted = front.rv;
+                    self.bytes = self.bytes.saturating_sub(front.weight());
+                    if let Some(resource) = resource_of(&front.key) {
+                        match self.dropped.get_mut(resource) {
+                            Some(mark) => *mark = front.rv,
+                            None => {
+                                self.dropped.insert(resource.into(), front.rv);
+                            }
+                        }
+                    }
+                    self.events.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// The oldest revision a reader of `resource` (or of everything, for `None`) can start
+    /// after without having missed one of its events.
+    fn horizon(&self, resource: Option<&str>) -> u64 {
+        match resource {
+            Some(r) => self.dropped.get(r).copied().unwrap_or(0).max(self.origin),
+            None => self.compacted,
+        }
+    }
 }
 
 /// The shared history. Cheap to clone.
@@ -131,14 +199,20 @@ fn resource_of(key: &str) -> Option<&str> {
 }
 
 impl History {
-    /// A history that starts at revision `start` and keeps at least `capacity` events.
-    pub(crate) fn new(start: u64, capacity: usize) -> Self {
+    /// A history that starts at revision `start` and keeps up to `capacity` published events
+    /// weighing up to `max_bytes` (whichever bound is reached first; the newest event is kept
+    /// whatever it weighs).
+    pub(crate) fn new(start: u64, capacity: usize, max_bytes: usize) -> Self {
         let (tx, _rx) = watch::channel(start);
         History {
             ring: Arc::new(Mutex::new(Ring {
                 events: VecDeque::with_capacity(capacity.min(4096)),
                 capacity: capacity.max(1),
+                max_bytes,
+                bytes: 0,
                 compacted: start,
+                origin: start,
+                dropped: HashMap::new(),
                 published: start,
             })),
             notify: Arc::new(tx),
@@ -152,7 +226,9 @@ impl History {
 
     /// Appends an applied (not yet durable) change. Called in revision order.
     pub(crate) fn append(&self, event: Arc<WatchEvent>) {
-        self.lock().events.push_back(event);
+        let mut ring = self.lock();
+        ring.bytes += event.weight();
+        ring.events.push_back(event);
     }
 
     /// Marks every change up to `rv` (a change of `key`) durable, wakes the watchers that
@@ -164,15 +240,7 @@ impl History {
                 return;
             }
             ring.published = rv;
-            while ring.events.len() > ring.capacity {
-                match ring.events.front() {
-                    Some(front) if front.rv <= ring.published => {
-                        ring.compacted = front.rv;
-                        ring.events.pop_front();
-                    }
-                    _ => break,
-                }
-            }
+            ring.trim();
         }
         self.notify.send_replace(rv);
         if let Some(resource) = resource_of(key) {
@@ -227,17 +295,19 @@ impl History {
 
     /// A watcher of keys under `prefix`, starting after revision `from`.
     pub(crate) fn watcher(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
-        let compacted = self.lock().compacted;
-        if from < compacted {
+        let resource = resource_of(prefix).map(Box::<str>::from);
+        let horizon = self.lock().horizon(resource.as_deref());
+        if from < horizon {
             return Err(StorageError::Expired {
                 requested: from,
-                oldest: compacted,
+                oldest: horizon,
             });
         }
         Ok(Watcher {
             history: self.clone(),
             rx: self.subscribe(prefix),
             prefix: prefix.to_string(),
+            resource,
             cursor: from,
             buf: VecDeque::new(),
         })
@@ -253,12 +323,25 @@ pub struct Watcher {
     history: History,
     rx: watch::Receiver<u64>,
     prefix: String,
+    /// The resource the prefix lies in, if it reaches that deep.
+    resource: Option<Box<str>>,
     cursor: u64,
     buf: VecDeque<Arc<WatchEvent>>,
 }
 
-/// How many events a watcher copies out of the ring per lock.
-const BATCH: usize = 512;
+/// How many events a watcher examines per hold of the ring's lock. It bounds how long one
+/// watcher keeps writers waiting, not how far it reads: a watcher keeps scanning, a batch at
+/// a time, until it has examined every published event.
+const SCAN: usize = 1024;
+
+/// How far one call to [`Watcher::fill`] got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scan {
+    /// Every published event has been examined.
+    CaughtUp,
+    /// The batch ended before the published mark: scan again.
+    More,
+}
 
 impl Watcher {
     /// The next change, waiting for one if needed.
@@ -272,55 +355,78 @@ impl Watcher {
             if let Some(event) = self.buf.pop_front() {
                 return Ok(event);
             }
+            // Mark the channel seen before scanning: a publication after this point wakes
+            // the wait below even if the scan already covered it.
             self.rx.borrow_and_update();
-            self.fill()?;
-            if self.buf.is_empty() && self.rx.changed().await.is_err() {
-                // The store is gone; nothing more will ever come.
-                std::future::pending::<()>().await;
+            match self.fill()? {
+                _ if !self.buf.is_empty() => {}
+                // Events of other resources filled the batch: the ones after it may be ours,
+                // and nothing would wake us for them. Let other tasks run, then go on.
+                Scan::More => tokio::task::yield_now().await,
+                Scan::CaughtUp => {
+                    if self.rx.changed().await.is_err() {
+                        // The store is gone; nothing more will ever come.
+                        std::future::pending::<()>().await;
+                    }
+                }
             }
         }
     }
 
-    /// Every change after the cursor that is already published, without waiting.
+    /// The next change that is already published, without waiting; `None` once the watcher
+    /// has examined every published change.
     pub fn try_next(&mut self) -> Result<Option<Arc<WatchEvent>>, StorageError> {
-        if self.buf.is_empty() {
-            self.fill()?;
+        while self.buf.is_empty() {
+            if self.fill()? == Scan::CaughtUp {
+                break;
+            }
         }
         Ok(self.buf.pop_front())
     }
 
     /// The revision up to which this watcher has examined every change; the revision to put
-    /// in a bookmark. Advances to the published mark when the ring holds nothing newer.
-    pub fn progress(&mut self) -> u64 {
-        if self.buf.is_empty() {
-            let ring = self.history.lock();
-            let newest_examined = ring.events.back().map_or(0, |e| e.rv);
-            if newest_examined <= self.cursor && ring.published > self.cursor {
-                self.cursor = ring.published;
+    /// in a bookmark. Scans what was published since (without waiting), so a watcher whose
+    /// resource is quiet still reports the newest revision.
+    pub fn progress(&mut self) -> Result<u64, StorageError> {
+        while self.buf.is_empty() {
+            if self.fill()? == Scan::CaughtUp {
+                break;
             }
         }
-        self.buf.front().map_or(self.cursor, |e| e.rv - 1)
+        Ok(self.buf.front().map_or(self.cursor, |e| e.rv - 1))
     }
 
-    fn fill(&mut self) -> Result<(), StorageError> {
+    /// Examines up to [`SCAN`] published events after the cursor, keeping those under the
+    /// prefix. When it has examined every published event the cursor moves to the published
+    /// mark, which can be past the last retained event (a publication of unretained work).
+    fn fill(&mut self) -> Result<Scan, StorageError> {
         let ring = self.history.lock();
-        if self.cursor < ring.compacted {
+        let horizon = ring.horizon(self.resource.as_deref());
+        if self.cursor < horizon {
             return Err(StorageError::Expired {
                 requested: self.cursor,
-                oldest: ring.compacted,
+                oldest: horizon,
             });
         }
+        // Only other resources' events were dropped since the cursor: skip past them.
+        self.cursor = self.cursor.max(ring.compacted);
         let start = ring.events.partition_point(|e| e.rv <= self.cursor);
-        for event in ring.events.range(start..).take(BATCH) {
+        for (examined, event) in ring.events.range(start..).enumerate() {
             if event.rv > ring.published {
-                break;
+                return Ok(Scan::CaughtUp);
+            }
+            if examined == SCAN {
+                return Ok(Scan::More);
             }
             self.cursor = event.rv;
             if event.key.starts_with(&self.prefix) {
                 self.buf.push_back(event.clone());
             }
         }
-        Ok(())
+        if ring.published > self.cursor {
+            self.cursor = ring.published;
+        }
+        Ok(Scan::CaughtUp)
     }
 }
 
@@ -340,7 +446,7 @@ mod tests {
 
     #[tokio::test]
     async fn watcher_sees_only_published_events_under_its_prefix() {
-        let h = History::new(0, 100);
+        let h = History::new(0, 100, usize::MAX);
         let mut w = h.watcher("/a/", 0).expect("watch");
         h.append(event(1, "/a/x"));
         h.append(event(2, "/b/x"));
@@ -358,7 +464,7 @@ mod tests {
 
     #[test]
     fn watcher_behind_the_ring_gets_expired() {
-        let h = History::new(0, 2);
+        let h = History::new(0, 2, usize::MAX);
         for rv in 1..=5 {
             h.append(event(rv, "/a/x"));
         }
@@ -373,7 +479,7 @@ mod tests {
 
     #[test]
     fn a_slow_watcher_expires_instead_of_holding_events() {
-        let h = History::new(0, 3);
+        let h = History::new(0, 3, usize::MAX);
         let mut w = h.watcher("/", 0).expect("watch");
         for rv in 1..=10 {
             h.append(event(rv, "/a/x"));
@@ -384,7 +490,7 @@ mod tests {
 
     #[test]
     fn unpublished_events_are_never_trimmed() {
-        let h = History::new(0, 1);
+        let h = History::new(0, 1, usize::MAX);
         for rv in 1..=4 {
             h.append(event(rv, "/a/x"));
         }
@@ -395,17 +501,17 @@ mod tests {
 
     #[test]
     fn progress_moves_to_the_published_mark_when_idle() {
-        let h = History::new(7, 10);
+        let h = History::new(7, 10, usize::MAX);
         let mut w = h.watcher("/a/", 7).expect("watch");
         h.append(event(8, "/b/x"));
         h.publish(8, "/a/x");
         assert!(w.try_next().expect("next").is_none());
-        assert_eq!(w.progress(), 8);
+        assert_eq!(w.progress().expect("retained"), 8);
     }
 
     #[tokio::test]
     async fn watchers_of_other_resources_are_not_woken() {
-        let h = History::new(0, 100);
+        let h = History::new(0, 100, usize::MAX);
         let mut cms = h.watcher("/core/configmaps/default/", 0).expect("watch");
         let mut secrets = h.watcher("/core/secrets/", 0).expect("watch");
         h.append(event(1, "/core/secrets/default/s"));
@@ -420,6 +526,81 @@ mod tests {
         h.append(event(2, "/core/configmaps/default/c"));
         h.publish(2, "/core/configmaps/default/c");
         assert_eq!(cms.next().await.expect("event").rv, 2);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_reads_past_any_number_of_other_resources_events() {
+        let h = History::new(0, 100_000, usize::MAX);
+        let mut cms = h.watcher("/core/configmaps/", 0).expect("watch");
+        let n = (SCAN * 5) as u64;
+        for rv in 1..=n {
+            h.append(event(rv, "/coordination.k8s.io/leases/default/l"));
+            h.publish(rv, "/coordination.k8s.io/leases/default/l");
+        }
+        h.append(event(n + 1, "/core/configmaps/default/c"));
+        h.publish(n + 1, "/core/configmaps/default/c");
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), cms.next())
+            .await
+            .expect("delivered without another ConfigMap write")
+            .expect("event");
+        assert_eq!(got.rv, n + 1);
+        // The same through the non-waiting read and the bookmark's progress.
+        let mut again = h.watcher("/core/configmaps/", 0).expect("watch");
+        assert_eq!(again.try_next().expect("next").map(|e| e.rv), Some(n + 1));
+        let mut quiet = h.watcher("/core/secrets/", 0).expect("watch");
+        assert_eq!(quiet.progress().expect("progress"), n + 1);
+    }
+
+    #[test]
+    fn the_ring_is_bounded_by_weight_and_keeps_the_newest_event() {
+        let big = |rv: u64| {
+            Arc::new(WatchEvent::new(
+                rv,
+                EventType::Modified,
+                "/core/configmaps/default/big".into(),
+                Bytes::from(vec![b'x'; 1000]),
+                None,
+            ))
+        };
+        let one = big(1).weight();
+        let h = History::new(0, 100, one * 3);
+        for rv in 1..=10 {
+            h.append(big(rv));
+            h.publish(rv, "/core/configmaps/default/big");
+        }
+        let ring = h.lock();
+        assert_eq!(ring.events.len(), 3);
+        assert_eq!(ring.bytes, one * 3);
+        assert_eq!(ring.compacted, 7);
+        drop(ring);
+        let h = History::new(0, 100, 1);
+        h.append(big(1));
+        h.publish(1, "/core/configmaps/default/big");
+        assert_eq!(h.changes_after(0).expect("retained").len(), 1);
+    }
+
+    #[test]
+    fn only_dropped_events_of_its_own_resource_expire_a_watcher() {
+        let h = History::new(0, 4, usize::MAX);
+        let mut cms = h.watcher("/core/configmaps/default/", 0).expect("watch");
+        let mut leases = h.watcher("/coordination.k8s.io/leases/", 0).expect("watch");
+        for rv in 1..=20 {
+            h.append(event(rv, "/coordination.k8s.io/leases/default/l"));
+            h.publish(rv, "/coordination.k8s.io/leases/default/l");
+        }
+        assert!(cms.try_next().expect("nothing lost").is_none());
+        assert!(matches!(
+            leases.try_next(),
+            Err(StorageError::Expired { .. })
+        ));
+        assert!(h.watcher("/core/configmaps/", 0).is_ok());
+        assert!(
+            h.watcher("/", 0).is_err(),
+            "everything-watchers lost lease events"
+        );
+        h.append(event(21, "/core/configmaps/default/c"));
+        h.publish(21, "/core/configmaps/default/c");
+        assert_eq!(cms.try_next().expect("next").map(|e| e.rv), Some(21));
     }
 
     #[test]

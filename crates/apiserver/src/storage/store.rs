@@ -29,14 +29,17 @@ use crate::limits::{MAX_DEPTH, encoded_depth};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct StoreConfig {
-    /// How many recent changes the watch history keeps (at least).
+    /// How many recent changes the watch history keeps at most.
     pub history_capacity: usize,
+    /// What the watch history may weigh, in bytes (counted as [`WatchEvent::weight`]s).
+    pub history_bytes: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history_capacity: 20_000,
+            history_bytes: 256 << 20,
         }
     }
 }
@@ -46,6 +49,13 @@ impl StoreConfig {
     #[must_use]
     pub fn history_capacity(mut self, n: usize) -> Self {
         self.history_capacity = n;
+        self
+    }
+
+    /// Sets how many bytes of changes the watch history keeps.
+    #[must_use]
+    pub fn history_bytes(mut self, n: usize) -> Self {
+        self.history_bytes = n;
         self
     }
 }
@@ -113,7 +123,7 @@ impl Store {
                 unreadable,
                 rv,
             }),
-            history: History::new(rv, config.history_capacity),
+            history: History::new(rv, config.history_capacity, config.history_bytes),
             backend,
             compacting: Arc::new(AtomicBool::new(false)),
         }))

@@ -97,7 +97,9 @@ pub struct Controller<K, R> {
     predicate: Option<Predicate<K>>,
     sources: Vec<SourceFn>,
     queue: Queue<ObjectKey>,
-    reconciler: R,
+    /// Makes the queue of a [fresh](Runnable::fresh) copy.
+    queue_config: QueueConfig,
+    reconciler: Arc<R>,
     workers: usize,
     metrics: ControllerMetrics,
     client: kube::Client,
@@ -268,7 +270,8 @@ impl<K: Informable> Builder<K> {
     /// Outside a Tokio runtime (the workqueue starts its timer task).
     pub fn build<R: Reconciler<K>>(self, reconciler: R) -> Controller<K, R> {
         let metrics = self.metrics.unwrap_or_default();
-        let queue = Queue::new(self.queue.metrics(metrics.queue(&self.name)));
+        let queue_config = self.queue.metrics(metrics.queue(&self.name));
+        let queue = Queue::new(queue_config.clone());
         Controller {
             metrics: metrics.controller(&self.name),
             client: self.informers.client(),
@@ -277,7 +280,8 @@ impl<K: Informable> Builder<K> {
             predicate: self.predicate,
             sources: self.sources,
             queue,
-            reconciler,
+            queue_config,
+            reconciler: Arc::new(reconciler),
             workers: self.workers,
             leader_election: self.leader_election,
         }
@@ -291,7 +295,8 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
     }
 
     /// The controller's workqueue: adding a key here reconciles it (a trigger of one's own,
-    /// such as a timer or an external event).
+    /// such as a timer or an external event). A [fresh](Runnable::fresh) copy, which a manager
+    /// runs after winning back a lost Lease, has a queue of its own.
     pub fn queue(&self) -> Queue<ObjectKey> {
         self.queue.clone()
     }
@@ -312,6 +317,7 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
             predicate,
             sources,
             queue,
+            queue_config: _,
             reconciler,
             workers,
             metrics,
@@ -396,6 +402,25 @@ impl<K: Informable, R: Reconciler<K>> Runnable for Controller<K, R> {
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, Result<(), RunError>> {
         Box::pin(async move { (*self).run(shutdown).await.map_err(RunError::from) })
+    }
+
+    /// The same controller with a new, empty queue and no tombstones: started, it subscribes
+    /// afresh, so its first changes are resyncs that enqueue every cached object. The
+    /// reconciler, caches, client and metrics are shared with the original.
+    fn fresh(&self) -> Option<Box<dyn Runnable>> {
+        Some(Box::new(Controller {
+            name: self.name.clone(),
+            primary: self.primary.clone(),
+            predicate: self.predicate.clone(),
+            sources: self.sources.clone(),
+            queue: Queue::new(self.queue_config.clone()),
+            queue_config: self.queue_config.clone(),
+            reconciler: Arc::clone(&self.reconciler),
+            workers: self.workers,
+            metrics: self.metrics.clone(),
+            client: self.client.clone(),
+            leader_election: self.leader_election,
+        }))
     }
 }
 

@@ -16,9 +16,10 @@ use crate::cache::{ObjectKey, Store};
 use crate::informer::{Change, Informable, SharedInformer};
 use crate::queue::Queue;
 
-/// A source not yet started: given the queue and a stop token, it returns its task.
+/// A source not yet started: given the queue and a stop token, it returns its task. It can
+/// start again (with a new queue) when a controller runs another term of leadership.
 pub(crate) type SourceFn =
-    Box<dyn FnOnce(Queue<ObjectKey>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+    Arc<dyn Fn(Queue<ObjectKey>, CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Maps an object of a watched kind to keys of the primary kind.
 pub(crate) type MapFn<X> = Arc<dyn Fn(&X) -> Vec<ObjectKey> + Send + Sync>;
@@ -130,7 +131,8 @@ fn resync_primary<K: Informable>(
 /// A source of another kind, mapped to primary keys by `map` (applied to both versions of an
 /// update, so moving an object between owners reconciles both).
 pub(crate) fn mapped<X: Informable>(informer: SharedInformer<X>, map: MapFn<X>) -> SourceFn {
-    Box::new(move |queue, stop| {
+    Arc::new(move |queue, stop| {
+        let (informer, map) = (informer.clone(), Arc::clone(&map));
         Box::pin(async move {
             let mut changes = informer.subscribe();
             let store = informer.store();

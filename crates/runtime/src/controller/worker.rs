@@ -27,7 +27,7 @@ pub(crate) struct Shared<K, R> {
     pub(crate) queue: Queue<ObjectKey>,
     pub(crate) store: Store<K>,
     pub(crate) tombstones: Arc<Tombstones<K>>,
-    pub(crate) reconciler: R,
+    pub(crate) reconciler: Arc<R>,
     pub(crate) metrics: ControllerMetrics,
     pub(crate) client: kube::Client,
 }

@@ -13,6 +13,8 @@
 //!   Lease naming someone else).
 //! - A released Lease names no holder and a one-second duration, so a standby takes over on
 //!   its next retry instead of waiting out the lease duration.
+//! - One elector can campaign again after losing ([`LeaderElector::campaign`] runs one term);
+//!   it then starts over as a standby, publishing `Standby` and, once it wins, `Leading`.
 //!
 //! # Assumptions
 //! - Clocks only need to tick at the same rate: expiry is measured from when *this* process
@@ -26,6 +28,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -38,8 +41,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// This process held the Lease and lost it. Stop all leader-only work and exit; a restart
-    /// will compete again.
+    /// This process held the Lease and lost it. Stop all leader-only work at once; then either
+    /// exit (a restart competes again) or [campaign](LeaderElector::campaign) again.
     #[error("lost the lease {namespace}/{name}")]
     Lost {
         /// The Lease's namespace.
@@ -63,7 +66,9 @@ pub enum Leadership {
     },
     /// This process holds the Lease.
     Leading,
-    /// This process held the Lease and lost it. Final.
+    /// This process held the Lease and lost it. Final for [`LeaderElector::run`]; after
+    /// [`LeaderElector::campaign`] the caller may campaign again, which publishes `Standby`
+    /// and later `Leading`.
     Lost,
     /// This process held the Lease and gave it up on shutdown. Final.
     Released,
@@ -179,6 +184,7 @@ pub struct LeaderElector {
     config: LeaseConfig,
     tx: watch::Sender<Leadership>,
     status: Family<NameLabel, Gauge>,
+    lost: Family<NameLabel, Counter>,
     /// The resourceVersion last seen, and when it was first seen.
     observed: Option<(String, Instant)>,
 }
@@ -202,18 +208,27 @@ impl LeaderElector {
             config,
             tx,
             status: Family::default(),
+            lost: Family::default(),
             observed: None,
         }
     }
 
-    /// Registers `leader_election_master_status{name}` (1 while leading, else 0).
+    /// Registers `leader_election_master_status{name}` (1 while leading, else 0) and
+    /// `kore_leader_election_lost_total{name}` (how often this process lost the Lease; a
+    /// scrape can miss a short dip of the gauge, never a step of the counter).
     pub fn register_metrics(&self, registry: &mut Registry) {
         registry.register(
             "leader_election_master_status",
             "Whether this process holds the named leader election lease (1) or stands by (0)",
             self.status.clone(),
         );
+        registry.register(
+            "kore_leader_election_lost",
+            "How many times this process lost the named leader election lease while leading",
+            self.lost.clone(),
+        );
         self.gauge().set(0);
+        let _ = self.lost_counter();
     }
 
     /// The Lease this elector competes for.
@@ -228,6 +243,12 @@ impl LeaderElector {
 
     fn gauge(&self) -> Gauge {
         self.status
+            .get_or_create(&vec![("name".to_string(), self.config.name.clone())])
+            .clone()
+    }
+
+    fn lost_counter(&self) -> Counter {
+        self.lost
             .get_or_create(&vec![("name".to_string(), self.config.name.clone())])
             .clone()
     }
@@ -248,8 +269,20 @@ impl LeaderElector {
     /// Acquires the Lease, keeps renewing it, and releases it when `shutdown` is cancelled.
     ///
     /// Returns `Ok(())` after a shutdown (released, or never acquired) and [`Error::Lost`]
-    /// when the Lease was lost; the caller must stop leader-only work at once.
+    /// when the Lease was lost; the caller must stop leader-only work at once. For one elector
+    /// that campaigns again after a loss, call [`LeaderElector::campaign`] in a loop instead.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        self.campaign(&shutdown).await
+    }
+
+    /// One term: acquires the Lease (as a standby until it can), renews it, and releases it
+    /// when `shutdown` is cancelled.
+    ///
+    /// Returns `Ok(())` after a shutdown and [`Error::Lost`] when the Lease was lost, with
+    /// `Lost` published. The elector may then campaign again: it keeps what it observed of the
+    /// Lease, so it waits out the new holder's lease like any standby, and when the Lease still
+    /// names it (nobody took over) it renews at once.
+    pub async fn campaign(&mut self, shutdown: &CancellationToken) -> Result<(), Error> {
         self.config.validate()?;
         // Acquire: try at once, then every retry period with up to 20% jitter.
         loop {
@@ -282,6 +315,13 @@ impl LeaderElector {
                 () = tokio::time::sleep(self.config.retry_period) => {}
             }
             let deadline = last_renew + self.config.renew_deadline;
+            if Instant::now() >= deadline {
+                // The process did not run (stopped, suspended, starved) for the whole renew
+                // deadline: whatever a renewal says now, leader-only work ran unchecked past
+                // it, so the term ends here, as client-go's does.
+                tracing::warn!(lease = %self.config.name, "the renew deadline passed before the next renewal");
+                break;
+            }
             let attempt = tokio::select! {
                 () = shutdown.cancelled() => {
                     self.release().await;
@@ -311,6 +351,7 @@ impl LeaderElector {
             }
         }
         tracing::error!(lease = %self.config.name, "lost the lease");
+        self.lost_counter().inc();
         self.publish(Leadership::Lost);
         Err(Error::Lost {
             namespace: self.config.namespace.clone(),

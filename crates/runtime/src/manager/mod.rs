@@ -39,10 +39,19 @@
 //! only after leader-only work ended. All of it must end within the grace period
 //! ([`Builder::graceful_shutdown_timeout`], 30 s by default). A second signal aborts at once.
 //!
+//! # Losing the Lease
+//! Leader-only runnables are aborted at once (another process may already lead). Then, by
+//! [`Builder::on_lost_leadership`]: [`OnLostLeadership::Exit`] (the default, as in
+//! controller-runtime) stops everything else and returns [`Error::LeaderElection`];
+//! [`OnLostLeadership::Recampaign`] keeps the servers, caches and runnables without leader
+//! election running, campaigns again, and on winning runs [`Runnable::fresh`] copies of the
+//! leader-only runnables.
+//!
 //! # Errors
 //! [`Manager::run`] returns `Ok(())` after a graceful shutdown. It returns an [`Error`] when a
-//! runnable failed, the Lease was lost, a server could not bind, the grace period ran out, or
-//! a second signal aborted; in every case the process should exit non-zero.
+//! runnable failed, the Lease was lost (unless the manager campaigns again), a server could
+//! not bind, the grace period ran out, or a second signal aborted; in every case the process
+//! should exit non-zero.
 //!
 //! Dropping the future of [`Manager::run`] aborts every task it started, without releasing
 //! the Lease (as if the process had been killed).
@@ -59,7 +68,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use prometheus_client::registry::Registry;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -69,7 +78,7 @@ use crate::informer::Informers;
 
 pub use health::{Health, Readiness, ReadyHandle};
 pub use leader::{LeaderElector, Leadership, LeaseConfig};
-pub use runnable::{FnRunnable, RunError, Runnable, runnable_fn};
+pub use runnable::{FnRunnable, RestartableFn, RunError, Runnable, restartable_fn, runnable_fn};
 
 /// Why [`Manager::run`] ended other than by a graceful shutdown. The process should exit
 /// non-zero; a restart starts over.
@@ -108,6 +117,34 @@ pub enum Error {
     /// A second shutdown signal aborted the graceful shutdown.
     #[error("shutdown aborted by a second signal")]
     Aborted,
+    /// The manager is to campaign again after losing the Lease, but these leader-only
+    /// runnables cannot run a second time ([`Runnable::fresh`] returned `None`). Implement
+    /// `fresh` (or use [`restartable_fn`]), or choose [`OnLostLeadership::Exit`].
+    #[error(
+        "cannot campaign again after losing the lease: the leader-only runnables {} cannot run twice",
+        names.join(", ")
+    )]
+    NotRestartable {
+        /// The runnables without a fresh copy.
+        names: Vec<String>,
+    },
+}
+
+/// What a [`Manager`] does when it loses the Lease while leading. Either way its leader-only
+/// runnables are aborted at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLostLeadership {
+    /// Stop everything else too and return [`Error::LeaderElection`], so the process exits and
+    /// a restart competes again with fresh state. controller-runtime's behaviour, and the
+    /// default: it suits a Deployment, whose restart count then shows the loss.
+    #[default]
+    Exit,
+    /// Keep the servers, the caches and the runnables without leader election running,
+    /// campaign again, and when this process leads again run fresh copies
+    /// ([`Runnable::fresh`]) of the leader-only runnables, which start from the caches. For
+    /// processes that must outlive a lost Lease, such as one embedding the API server.
+    Recampaign,
 }
 
 /// Options of a [`Manager`]; see [`Manager::builder`].
@@ -119,6 +156,7 @@ pub struct Builder {
     health_addr: Option<Listen>,
     grace: Duration,
     handle_signals: bool,
+    on_lost: OnLostLeadership,
     runnables: Vec<Box<dyn Runnable>>,
 }
 
@@ -130,6 +168,7 @@ impl std::fmt::Debug for Builder {
             .field("health_addr", &self.health_addr)
             .field("grace", &self.grace)
             .field("handle_signals", &self.handle_signals)
+            .field("on_lost_leadership", &self.on_lost)
             .field("runnables", &self.runnables.len())
             .finish_non_exhaustive()
     }
@@ -209,6 +248,12 @@ impl Builder {
         self
     }
 
+    /// What to do when the Lease is lost ([`OnLostLeadership::Exit`] by default).
+    pub fn on_lost_leadership(mut self, on_lost: OnLostLeadership) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
     /// Adds a runnable.
     #[allow(
         clippy::should_implement_trait,
@@ -231,6 +276,7 @@ impl Builder {
             health_addr: self.health_addr,
             grace: self.grace,
             handle_signals: self.handle_signals,
+            on_lost: self.on_lost,
             runnables: self.runnables,
             informers: Informers::new(self.client),
             registry: Registry::default(),
@@ -247,6 +293,7 @@ pub struct Manager {
     health_addr: Option<Listen>,
     grace: Duration,
     handle_signals: bool,
+    on_lost: OnLostLeadership,
     runnables: Vec<Box<dyn Runnable>>,
     informers: Informers,
     registry: Registry,
@@ -299,7 +346,7 @@ const LEADER_ONLY: &str = "leader-only runnables";
 enum Stop {
     Requested,
     Failed(String, RunError),
-    Server(Error),
+    Error(Error),
     Lost(leader::Error),
 }
 
@@ -348,6 +395,7 @@ impl Manager {
             health_addr: None,
             grace: Duration::from_secs(30),
             handle_signals: true,
+            on_lost: OnLostLeadership::Exit,
             runnables: Vec::new(),
         }
     }
@@ -401,6 +449,7 @@ impl Manager {
             health_addr,
             grace,
             handle_signals,
+            on_lost,
             runnables,
             informers,
             mut registry,
@@ -413,6 +462,17 @@ impl Manager {
             elector.config().validate()?;
             elector.register_metrics(&mut registry);
         }
+        let fail_slots = runnables.len() + 4;
+        let (leaders, others): (Vec<_>, Vec<_>) = runnables
+            .into_iter()
+            .partition(|r| r.needs_leader_election() && elector.is_some());
+        // Campaigning again needs a copy of every leader-only runnable for the next term;
+        // refuse before starting anything when one cannot run twice.
+        let recampaign = on_lost == OnLostLeadership::Recampaign && elector.is_some();
+        let mut spares = Ok(Vec::new());
+        if recampaign {
+            spares = Ok(fresh_copies(&leaders).map_err(|names| Error::NotRestartable { names })?);
+        }
         let registry = Arc::new(registry);
         if handle_signals {
             let tx = Arc::clone(&shutdown);
@@ -420,7 +480,10 @@ impl Manager {
                 .tasks
                 .push(tokio::spawn(forward_signals(tx)).abort_handle());
         }
-        let (fail_tx, mut failures) = mpsc::channel::<(String, RunError)>(runnables.len() + 4);
+        let (fail_tx, mut failures) = mpsc::channel::<(String, RunError)>(fail_slots);
+        // In `Recampaign` mode the elector reports each loss here and waits for the
+        // acknowledgement (sent once the leader-only runnables stopped) before campaigning again.
+        let (lost_tx, mut losses) = mpsc::channel::<oneshot::Sender<()>>(1);
         let mut phases: Vec<Phase> = Vec::new();
 
         let stop = 'run: {
@@ -433,7 +496,7 @@ impl Manager {
                 let listener = match listen.bind().await {
                     Ok(l) => l,
                     Err(source) => {
-                        break 'run Stop::Server(Error::ServeFailed { what, addr, source });
+                        break 'run Stop::Error(Error::ServeFailed { what, addr, source });
                     }
                 };
                 tracing::info!(%addr, what, "serving");
@@ -458,10 +521,6 @@ impl Manager {
             tracing::debug!("caches synced");
             health.readiness().release_initial();
 
-            let (leaders, others): (Vec<_>, Vec<_>) = runnables
-                .into_iter()
-                .partition(|r| r.needs_leader_election() && elector.is_some());
-
             // 3. Components that need no leadership.
             let mut rest = Phase::new("runnables without leader election");
             for r in others {
@@ -471,14 +530,30 @@ impl Manager {
 
             // 4. Leader election, then 5. leader-only components.
             let mut leadership = match elector {
-                Some(elector) => {
+                Some(mut elector) => {
                     let rx = elector.subscribe();
                     let mut election = Phase::new("leader election");
                     let token = election.token.clone();
-                    let lost = fail_tx.clone();
+                    let failed = fail_tx.clone();
+                    let lost_tx = recampaign.then(|| lost_tx.clone());
                     election.spawn(&mut guard, async move {
-                        if let Err(e) = elector.run(token).await {
-                            let _ = lost.send(("leader election".into(), Box::new(e))).await;
+                        loop {
+                            let Err(e) = elector.campaign(&token).await else {
+                                return;
+                            };
+                            let Some(lost_tx) = &lost_tx else {
+                                let _ = failed.send(("leader election".into(), Box::new(e))).await;
+                                return;
+                            };
+                            // Campaign again once the manager stopped the leader-only work.
+                            let (ack, acked) = oneshot::channel();
+                            if lost_tx.send(ack).await.is_err() {
+                                return;
+                            }
+                            tokio::select! {
+                                () = token.cancelled() => return,
+                                r = acked => if r.is_err() { return },
+                            }
                         }
                     });
                     phases.push(election);
@@ -486,13 +561,14 @@ impl Manager {
                 }
                 None => None,
             };
-            let mut leaders = Some(leaders);
+            // The runnables of the next term of leadership (`None` while one runs).
+            let mut next_term = Some(leaders);
             loop {
                 if let Some(rx) = &leadership {
                     let state = rx.borrow().clone();
                     match state {
                         Leadership::Leading => {
-                            if let Some(list) = leaders.take() {
+                            if let Some(list) = next_term.take() {
                                 let mut phase = Phase::new(LEADER_ONLY);
                                 for r in list {
                                     start(&mut phase, &mut guard, r, fail_tx.clone());
@@ -501,7 +577,7 @@ impl Manager {
                             }
                         }
                         Leadership::Lost => {
-                            // Stop leader-only work at once; the elector's error follows.
+                            // Stop leader-only work at once; the elector's report follows.
                             if let Some(p) = phases.iter().find(|p| p.name == LEADER_ONLY) {
                                 p.abort();
                             }
@@ -516,6 +592,29 @@ impl Manager {
                             Ok(lost) => Stop::Lost(*lost),
                             Err(source) => Stop::Failed(name, source),
                         };
+                    }
+                    Some(ack) = losses.recv() => {
+                        // `Recampaign`: the term ended. Abort its runnables, wait until they
+                        // are gone, and line up fresh copies for the next term.
+                        if let Some(i) = phases.iter().position(|p| p.name == LEADER_ONLY) {
+                            let phase = &phases[i];
+                            phase.abort();
+                            phase.tracker.close();
+                            tokio::select! {
+                                () = phase.tracker.wait() => {}
+                                _ = requests.changed() => break 'run Stop::Requested,
+                            }
+                            phases.remove(i);
+                        }
+                        guard.tasks.retain(|h| !h.is_finished());
+                        let list = match std::mem::replace(&mut spares, Ok(Vec::new())) {
+                            Ok(list) => list,
+                            Err(names) => break 'run Stop::Error(Error::NotRestartable { names }),
+                        };
+                        spares = fresh_copies(&list);
+                        next_term = Some(list);
+                        tracing::warn!("lost the lease: leader-only runnables stopped; campaigning again");
+                        let _ = ack.send(());
                     }
                     changed = async {
                         match leadership.as_mut() {
@@ -540,7 +639,7 @@ impl Manager {
                 tracing::error!(%name, error = %source, "runnable failed; shutting down");
                 Err(Error::RunnableFailed { name, source })
             }
-            Stop::Server(e) => Err(e),
+            Stop::Error(e) => Err(e),
             Stop::Lost(e) => {
                 // Leader-only work stops at once, without a grace period.
                 if let Some(p) = phases.iter().find(|p| p.name == LEADER_ONLY) {
@@ -587,6 +686,23 @@ async fn second_request(requests: &mut watch::Receiver<u32>) {
         if requests.changed().await.is_err() {
             futures::future::pending::<()>().await;
         }
+    }
+}
+
+/// A fresh copy of each runnable, or the names of those that have none.
+fn fresh_copies(runnables: &[Box<dyn Runnable>]) -> Result<Vec<Box<dyn Runnable>>, Vec<String>> {
+    let mut copies = Vec::with_capacity(runnables.len());
+    let mut missing = Vec::new();
+    for r in runnables {
+        match r.fresh() {
+            Some(copy) => copies.push(copy),
+            None => missing.push(r.name().to_string()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(copies)
+    } else {
+        Err(missing)
     }
 }
 

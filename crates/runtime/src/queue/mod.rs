@@ -155,6 +155,21 @@ struct Inner<K> {
     _timer: DropGuard,
 }
 
+impl<K> Drop for Inner<K> {
+    /// Keys still waiting leave the depth gauge with the queue, so a queue dropped unfinished
+    /// (a controller aborted when its manager lost the Lease) does not leave the series high
+    /// for the queue that replaces it.
+    fn drop(&mut self) {
+        if let Some(m) = &self.metrics {
+            let waiting = self.state.get_mut().map_or_else(
+                |poisoned| poisoned.into_inner().ready.len(),
+                |s| s.ready.len(),
+            );
+            m.depth.dec_by(i64::try_from(waiting).unwrap_or(i64::MAX));
+        }
+    }
+}
+
 /// Everything behind the lock. Invariants:
 /// - a key is in `ready` exactly when its entry is `queued && !processing`;
 /// - `processing` counts the entries with `processing` set;
@@ -1217,5 +1232,28 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+    }
+
+    /// Issue 11, defect 8: a controller aborted on a lost Lease drops its queue with keys
+    /// waiting, and the queue of its next term reports to the same series.
+    #[tokio::test]
+    async fn a_dropped_queue_takes_its_waiting_keys_out_of_the_depth_gauge() {
+        let metrics = crate::metrics::Metrics::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let config = QueueConfig::default().metrics(metrics.queue("q"));
+        let first = Queue::new(config.clone());
+        first.add_all(["a", "b", "c"]);
+        let held = first.next().await.expect("a");
+        drop(held);
+        drop(first);
+        let second = Queue::new(config);
+        second.add("d");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains("workqueue_depth{name=\"q\"} 1"),
+            "only the new queue's key counts:\n{text}"
+        );
     }
 }
