@@ -12,6 +12,7 @@
 //! - [`http`]: routing, negotiation, rendering, watch streams, discovery and OpenAPI.
 //! - [`schema`]: structural schemas of custom resources: prune, default, validate.
 //! - [`patch`]: patch algorithms; `selector`: label and field selectors (internal).
+//! - [`limits`]: nesting depth and patch limits, and the non-recursive checks behind them.
 //! - [`auth`]: TLS material, tokens and kubeconfig files.
 //! - [`server`]: [`server::ApiServer`], which puts it together, and the socket serve loop.
 //!
@@ -22,6 +23,7 @@ pub mod api;
 pub mod auth;
 pub mod controllers;
 pub mod http;
+pub mod limits;
 pub mod patch;
 pub mod registry;
 pub mod schema;

@@ -138,6 +138,18 @@ pub enum ApiError {
     /// 500.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 500 StorageReadError: stored objects that cannot be read back.
+    #[error("{message}")]
+    StoreReadError {
+        /// The resource.
+        resource: GroupResource,
+        /// The object's name, or `""` for a list.
+        name: String,
+        /// The whole message.
+        message: String,
+        /// One `(key, why)` per object that cannot be read.
+        keys: Vec<(String, String)>,
+    },
     /// 504: a resourceVersion from the future.
     #[error("Timeout: Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion {
@@ -197,7 +209,9 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::StoreReadError { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -220,6 +234,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => "UnsupportedMediaType",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::Internal(_) => "InternalError",
+            ApiError::StoreReadError { .. } => "StorageReadError",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::Unavailable(_) => "ServiceUnavailable",
             ApiError::TooManyRequests(_) => "TooManyRequests",
@@ -295,6 +310,21 @@ impl ApiError {
                 "retryAfterSeconds": 1
             })),
             ApiError::Internal(msg) => Some(json!({"causes": [{"message": msg}]})),
+            ApiError::StoreReadError {
+                resource,
+                name,
+                keys,
+                ..
+            } => {
+                let mut d = named(resource, name);
+                d["causes"] = keys
+                    .iter()
+                    .map(|(key, why)| {
+                        json!({"reason": "UnexpectedServerResponse", "field": key, "message": why})
+                    })
+                    .collect();
+                Some(d)
+            }
             ApiError::TooManyRequests(_) => Some(json!({"retryAfterSeconds": 1})),
             ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes})),
             _ => None,

@@ -295,7 +295,10 @@ async fn resource(
                         )
                     }
                 };
-                Ok(json_response(StatusCode::OK, body))
+                Ok(with_warnings(
+                    json_response(StatusCode::OK, body),
+                    &out.warnings,
+                ))
             }
             // A terminating CRD's resources serve no `create`.
             Method::POST if !res.allows("create") && res.strategy.structural_schema().is_some() => {
@@ -586,7 +589,10 @@ fn delete_response(res: &Resource, deleted: Deleted) -> Response {
                 details.insert("group".into(), json!(res.group));
             }
             details.insert("kind".into(), json!(res.plural));
-            details.insert("uid".into(), v["metadata"]["uid"].clone());
+            // An object deleted without being read (it could not be) has no uid to report.
+            if let Some(uid) = v["metadata"]["uid"].as_str() {
+                details.insert("uid".into(), json!(uid));
+            }
             let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                                 "status": "Success", "details": details});
             json_response(StatusCode::OK, Bytes::from(status.to_string()))

@@ -5,6 +5,11 @@
 //! registry then treats the result like the body of an update. Server-side apply and the
 //! `managedFields` bookkeeping of every write are in `apply`, over the field sets of
 //! `fields`.
+//!
+//! A JSON patch is checked operation by operation before each is applied, so no patch can
+//! build a document nested deeper than [`MAX_DEPTH`] or copy more than
+//! [`MAX_JSON_PATCH_COPY_BYTES`] on the way to its result (a 9,000-step chain of `copy`
+//! operations would otherwise overflow the stack, and 22 doubling copies exhaust memory).
 
 pub(crate) mod apply;
 pub(crate) mod fields;
@@ -14,6 +19,10 @@ use serde_json::Value;
 
 use crate::http::error::ApiError;
 use crate::http::negotiate::BodyType;
+use crate::limits::{
+    MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS, deeper_than,
+    encoded_len_within,
+};
 
 /// The patch types every resource accepts.
 pub const COMMON_PATCH_TYPES: [&str; 3] = [
@@ -41,9 +50,6 @@ pub enum Patch {
     Strategic(Value),
 }
 
-/// The most operations a JSON patch may carry.
-const MAX_JSON_PATCH_OPS: usize = 10_000;
-
 impl Patch {
     /// Parses a patch body of `body_type`; `builtin` says whether strategic merge is allowed.
     pub fn parse(body_type: BodyType, body: &[u8], builtin: bool) -> Result<Patch, ApiError> {
@@ -58,9 +64,9 @@ impl Patch {
         match body_type {
             BodyType::JsonPatch => {
                 let ops: Vec<Value> = serde_json::from_slice(body).map_err(bad)?;
-                if ops.len() > MAX_JSON_PATCH_OPS {
+                if ops.len() > MAX_JSON_PATCH_OPERATIONS {
                     return Err(ApiError::TooLarge(format!(
-                        "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, got {}",
+                        "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
                         ops.len()
                     )));
                 }
@@ -81,6 +87,7 @@ impl Patch {
         match self {
             Patch::Json(ops) => {
                 let mut doc = current.clone();
+                // On failure `doc`, and everything the patch built in it, is dropped here.
                 apply_json_patch(&mut doc, ops).map_err(|e| ApiError::Invalid {
                     kind: kind.to_string(),
                     group: String::new(),
@@ -121,15 +128,38 @@ impl Patch {
     }
 }
 
+/// Why a JSON patch could not be applied.
+#[derive(Debug)]
+enum JsonPatchFailure {
+    /// An operation failed as RFC 6902 says it must.
+    Operation(json_patch::PatchError),
+    /// Operation `index` would pass one of the server's limits; `message` names it.
+    Limit { index: usize, message: String },
+}
+
+impl std::fmt::Display for JsonPatchFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsonPatchFailure::Operation(e) => e.fmt(f),
+            JsonPatchFailure::Limit { index, message } => {
+                write!(f, "operation '/{index}': {message}")
+            }
+        }
+    }
+}
+
 /// Applies `ops` in order to `doc` (a copy the caller drops on error). As in Kubernetes, a
 /// `test` that a member is `null` passes when the member is absent and its parent exists:
 /// clients rely on it to add a first finalizer only if there is none yet
 /// (`{"op":"test","path":"/metadata/finalizers","value":null}` from kube-runtime's
 /// `finalizer`). RFC 6902 alone would reject the pointer.
+///
+/// Each operation is checked against the limits before it runs (see [`check_operation`]).
 fn apply_json_patch(
     doc: &mut Value,
     ops: &[json_patch::PatchOperation],
-) -> Result<(), json_patch::PatchError> {
+) -> Result<(), JsonPatchFailure> {
+    let mut copied = 0usize;
     for (i, op) in ops.iter().enumerate() {
         if let json_patch::PatchOperation::Test(t) = op {
             let path = t.path.as_str();
@@ -142,10 +172,73 @@ fn apply_json_patch(
                 continue;
             }
         }
+        check_operation(doc, op, &mut copied)
+            .map_err(|message| JsonPatchFailure::Limit { index: i, message })?;
         json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|mut e| {
             e.operation = i;
-            e
+            JsonPatchFailure::Operation(e)
         })?;
+    }
+    Ok(())
+}
+
+/// How many levels below the root a JSON pointer points (`""` is 0, `/a/0` is 2).
+fn levels(pointer: &str) -> usize {
+    pointer.bytes().filter(|b| *b == b'/').count()
+}
+
+/// Whether `value` placed at `pointer` stays within [`MAX_DEPTH`].
+fn fits(pointer: &str, value: &Value) -> bool {
+    let above = levels(pointer);
+    above <= MAX_DEPTH && !deeper_than(value, MAX_DEPTH - above)
+}
+
+/// Checks one operation against the limits before it runs: what it puts into the document
+/// must not nest it deeper than [`MAX_DEPTH`], and the values `copy` operations duplicate
+/// may add up to [`MAX_JSON_PATCH_COPY_BYTES`] (`copied` counts them across the patch).
+/// Operations the document cannot satisfy (a missing `from`) pass here and fail in
+/// `json_patch` with its own error.
+fn check_operation(
+    doc: &Value,
+    op: &json_patch::PatchOperation,
+    copied: &mut usize,
+) -> Result<(), String> {
+    use json_patch::PatchOperation as Op;
+    let too_deep = |path: &str| {
+        format!("the result would be nested more than {MAX_DEPTH} levels deep at {path:?}")
+    };
+    match op {
+        Op::Add(json_patch::AddOperation { path, value })
+        | Op::Replace(json_patch::ReplaceOperation { path, value }) => {
+            if !fits(path.as_str(), value) {
+                return Err(too_deep(path.as_str()));
+            }
+        }
+        Op::Copy(json_patch::CopyOperation { from, path }) => {
+            let Some(source) = doc.pointer(from.as_str()) else {
+                return Ok(());
+            };
+            let budget = MAX_JSON_PATCH_COPY_BYTES - *copied;
+            let Some(size) = encoded_len_within(source, budget) else {
+                return Err(format!(
+                    "the values copied by this patch add up to more than {MAX_JSON_PATCH_COPY_BYTES} bytes, the limit of a JSON patch's copy operations"
+                ));
+            };
+            *copied += size;
+            // A value moved no deeper than it was cannot pass the limit the document keeps.
+            if levels(path.as_str()) > levels(from.as_str()) && !fits(path.as_str(), source) {
+                return Err(too_deep(path.as_str()));
+            }
+        }
+        Op::Move(json_patch::MoveOperation { from, path }) => {
+            if levels(path.as_str()) > levels(from.as_str())
+                && let Some(source) = doc.pointer(from.as_str())
+                && !fits(path.as_str(), source)
+            {
+                return Err(too_deep(path.as_str()));
+            }
+        }
+        Op::Remove(_) | Op::Test(_) => {}
     }
     Ok(())
 }
@@ -221,5 +314,93 @@ mod tests {
             Patch::parse(BodyType::StrategicMergePatch, b"{}", false).expect_err("not builtin");
         assert_eq!(err.code(), 415);
         assert!(err.to_string().contains("application/merge-patch+json"));
+    }
+
+    fn json_patch(ops: &Value) -> Patch {
+        Patch::parse(
+            BodyType::JsonPatch,
+            &serde_json::to_vec(ops).expect("encodes"),
+            false,
+        )
+        .expect("parses")
+    }
+
+    /// `{"op":"add","path":"/zz","value":{}}` then `n` copies of `/zz` into `/zz/a`: each
+    /// nests the object one level deeper (issue 11, defect 1).
+    fn copy_chain(n: usize) -> Value {
+        let mut ops = vec![json!({"op": "add", "path": "/zz", "value": {}})];
+        ops.extend((0..n).map(|_| json!({"op": "copy", "from": "/zz", "path": "/zz/a"})));
+        Value::Array(ops)
+    }
+
+    #[test]
+    fn a_chain_of_copies_stops_at_the_depth_limit_instead_of_overflowing_the_stack() {
+        // The root and `/zz` make 2 levels and each copy one more: 98 copies reach the limit.
+        let out = json_patch(&copy_chain(MAX_DEPTH - 2))
+            .apply("ConfigMap", &json!({}))
+            .expect("at the limit");
+        assert_eq!(crate::limits::depth(&out), MAX_DEPTH);
+        let err = json_patch(&copy_chain(9_000))
+            .apply("ConfigMap", &json!({}))
+            .expect_err("past the limit");
+        assert_eq!(err.code(), 422);
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("operation '/{}'", MAX_DEPTH - 1)),
+            "{msg}"
+        );
+        assert!(msg.contains("more than 100 levels deep"), "{msg}");
+    }
+
+    #[test]
+    fn doubling_copies_stop_at_the_copy_size_limit() {
+        // Issue 11, defect 2: each copy doubles an array of one 1,000-character string.
+        let mut ops = vec![json!({"op": "add", "path": "/a", "value": ["x".repeat(1000)]})];
+        ops.extend((0..22).map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"})));
+        ops.extend((0..22).map(|_| json!({"op": "copy", "from": "/a", "path": "/a/0"})));
+        let err = json_patch(&Value::Array(ops))
+            .apply("ConfigMap", &json!({}))
+            .expect_err("too much copied");
+        assert_eq!(err.code(), 422);
+        assert!(err.to_string().contains("3145728 bytes"), "{err}");
+        // Copies within the budget work, and the budget counts the whole patch.
+        let small = json!([
+            {"op": "add", "path": "/a", "value": "x".repeat(1000)},
+            {"op": "copy", "from": "/a", "path": "/b"},
+            {"op": "copy", "from": "/b", "path": "/c"}
+        ]);
+        let out = json_patch(&small)
+            .apply("ConfigMap", &json!({}))
+            .expect("small");
+        assert_eq!(out["c"], out["a"]);
+    }
+
+    #[test]
+    fn added_moved_and_replaced_values_are_held_to_the_depth_limit() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_DEPTH - 1 {
+            deep = json!([deep]);
+        }
+        // `/v` is one level down: a value MAX_DEPTH - 1 deep fits exactly.
+        for op in ["add", "replace"] {
+            let p = json_patch(&json!([{"op": op, "path": "/v", "value": deep}]));
+            assert!(
+                p.apply("Foo", &json!({"v": 0})).is_ok(),
+                "{op} at the limit"
+            );
+            let p = json_patch(&json!([{"op": op, "path": "/v", "value": [deep]}]));
+            let err = p
+                .apply("Foo", &json!({"v": 0}))
+                .expect_err("past the limit");
+            assert!(err.to_string().contains("levels deep"), "{err}");
+        }
+        let p = json_patch(&json!([
+            {"op": "add", "path": "/w", "value": {}},
+            {"op": "move", "from": "/v", "path": "/w/x"}
+        ]));
+        let err = p
+            .apply("Foo", &json!({"v": deep}))
+            .expect_err("moved one level deeper");
+        assert!(err.to_string().contains("operation '/1'"), "{err}");
     }
 }

@@ -149,6 +149,35 @@ pub struct ListOutput {
     pub continue_token: Option<String>,
     /// How many objects remain after this page, when known.
     pub remaining: Option<u64>,
+    /// `Warning` headers for the client: one per stored object of this page that cannot be
+    /// read back and was left out (see [`crate::storage::StorageError::Unreadable`]).
+    pub warnings: Vec<String>,
+}
+
+/// The most unreadable objects a list names in warnings (as Kubernetes' StorageReadError
+/// names at most 100 keys).
+const MAX_UNREADABLE_WARNINGS: usize = 100;
+
+/// Warnings for the unreadable objects a list left out.
+fn unreadable_warnings(res: &Resource, unreadable: &[(String, String)]) -> Vec<String> {
+    let mut warnings: Vec<String> = unreadable
+        .iter()
+        .take(MAX_UNREADABLE_WARNINGS)
+        .map(|(key, why)| {
+            tracing::warn!(%key, reason = %why, "left an unreadable object out of a list");
+            format!(
+                "{} at storage key {key} was left out of this list: it cannot be read ({why}); it can only be deleted",
+                res.group_resource()
+            )
+        })
+        .collect();
+    if unreadable.len() > MAX_UNREADABLE_WARNINGS {
+        warnings.push(format!(
+            "{} more unreadable objects were left out of this list",
+            unreadable.len() - MAX_UNREADABLE_WARNINGS
+        ));
+    }
+    warnings
 }
 
 fn parse_rv(s: &str) -> Result<u64, ApiError> {
@@ -281,6 +310,7 @@ impl Registry {
         Ok(ListOutput {
             rv: page.rv,
             items,
+            warnings: unreadable_warnings(res, &page.unreadable),
             continue_token,
             remaining: if selection.is_everything() {
                 page.remaining

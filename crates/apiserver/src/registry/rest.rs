@@ -13,6 +13,7 @@ use super::Registry;
 use super::resource::Resource;
 use super::validation::{FieldError, check_name, validate_object_meta};
 use crate::http::error::{ApiError, GroupResource};
+use crate::limits::{MAX_DEPTH, deeper_than};
 use crate::patch::apply::{
     ApplyParams, Lists, put_managed, same_ignoring_managed_fields, settle_times, track_update,
 };
@@ -578,6 +579,7 @@ impl Registry {
             }
         }
         record_ownership(res, Part::Main, None, &mut obj, applied, None, opts);
+        check_depth(res, &name, &obj)?;
         if opts.dry_run {
             if self.storage().get(&res.key(ns, &name)).is_ok() {
                 return Err(ApiError::AlreadyExists {
@@ -1053,6 +1055,7 @@ impl Registry {
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
         record_ownership(res, part, Some(old), &mut new, applied, sent, opts);
+        check_depth(res, name, &new)?;
         Ok(new)
     }
 
@@ -1161,8 +1164,50 @@ impl Registry {
                 (None, Some(d)) => Ok(d),
                 (None, None) => Err(ApiError::Internal("delete aborted without a reason".into())),
             },
+            Err(StorageError::Unreadable { message, .. }) => {
+                self.delete_unreadable(res, ns, name, opts, &message).await
+            }
             Err(e) => Err(ApiError::from_storage(e, &res.group_resource(), name)),
         }
+    }
+
+    /// Deletes an object whose stored bytes cannot be read back (written by an older server
+    /// that let it be nested too deep). Its finalizers and owners cannot be read either, so it
+    /// goes at once, as Kubernetes' `ignoreStoreReadErrorWithClusterBreakingPotential` delete
+    /// does; watchers see a DELETED event that carries only its identity.
+    async fn delete_unreadable(
+        &self,
+        res: &Arc<Resource>,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+        why: &str,
+    ) -> Result<Deleted, ApiError> {
+        let mut last = json!({
+            "apiVersion": res.api_version(),
+            "kind": res.kind,
+            "metadata": {"name": name},
+        });
+        if res.namespaced
+            && let Some(ns) = ns
+        {
+            last["metadata"]["namespace"] = json!(ns);
+        }
+        if opts.dry_run {
+            return Ok(Deleted::Gone(last));
+        }
+        let key = res.key(ns, name);
+        let stored = self
+            .storage()
+            .delete_unreadable(&key, &opts.preconditions, res.strategy.to_stored(last))
+            .await
+            .map_err(|e| ApiError::from_storage(e, &res.group_resource(), name))?;
+        tracing::warn!(%key, reason = %why, "deleted an object that could not be read");
+        let v = stored
+            .value()
+            .map(|v| res.strategy.to_served(v))
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok(Deleted::Gone(v))
     }
 
     /// Removes `kubernetes` from a terminating namespace's `spec.finalizers` (what the
@@ -1362,6 +1407,40 @@ fn record_ownership(
         &now_rfc3339(),
     );
     put_managed(new, &mut entries);
+}
+
+/// Fails with 422 when `obj`, as it would be stored, is nested deeper than [`MAX_DEPTH`], so
+/// nothing is stored that the server or its clients cannot read back. The cause names the
+/// field that holds the deepest value.
+fn check_depth(res: &Resource, name: &str, obj: &Value) -> Result<(), ApiError> {
+    if !deeper_than(obj, MAX_DEPTH) {
+        return Ok(());
+    }
+    // The member of `v` (itself `above` levels down) that passes the limit.
+    let deep_member = |v: &Value, above: usize| -> Option<String> {
+        v.as_object()?
+            .iter()
+            .find(|(_, v)| deeper_than(v, MAX_DEPTH - above - 1))
+            .map(|(k, _)| k.clone())
+    };
+    let mut field = deep_member(obj, 0).unwrap_or_default();
+    let mut detail = format!("must not be nested more than {MAX_DEPTH} levels deep");
+    if field == "metadata" {
+        field = match deep_member(&obj["metadata"], 1) {
+            Some(m) => format!("metadata.{m}"),
+            None => field,
+        };
+        if field == "metadata.managedFields" {
+            detail.push_str(
+                ": managedFields records each field of the object 5 levels deeper than the field itself",
+            );
+        }
+    }
+    Err(Registry::invalid(
+        res,
+        name,
+        vec![FieldError::forbidden(field, detail)],
+    ))
 }
 
 fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {

@@ -30,6 +30,14 @@ impl ApiError {
                 ApiError::TooLargeResourceVersion { requested, current }
             }
             StorageError::Backend(e) => ApiError::Unavailable(format!("storage unavailable: {e}")),
+            StorageError::Unreadable { key, message } => ApiError::StoreReadError {
+                resource: resource.clone(),
+                name: name.into(),
+                message: format!(
+                    "failed to read {resource} {name:?} from the storage: {message}; it can only be deleted"
+                ),
+                keys: vec![(key, message)],
+            },
             StorageError::Aborted | StorageError::Internal(_) => ApiError::Internal(e.to_string()),
         }
     }

@@ -389,3 +389,167 @@ async fn compacted_history_expires_old_watches_and_lists() {
     ));
     assert!(s.watch("/cm/", 8).is_ok());
 }
+
+/// A backend that hands the store records an older server wrote, then keeps nothing.
+struct Preloaded(std::sync::Mutex<Option<Loaded>>);
+
+impl Backend for Preloaded {
+    fn load(&self) -> Result<Loaded, BackendError> {
+        Ok(self.0.lock().expect("lock").take().unwrap_or_default())
+    }
+    fn submit(&self, _records: Vec<Record>, done: backend::Durable) {
+        done(Ok(()));
+    }
+}
+
+/// A ConfigMap nested `depth` levels deep, as JSON text (built without recursion).
+fn deep_bytes(name: &str, rv: u64, depth: usize) -> bytes::Bytes {
+    let deep = format!("{}1{}", "[".repeat(depth - 1), "]".repeat(depth - 1));
+    bytes::Bytes::from(format!(
+        r#"{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}},"x":{deep}}}"#
+    ))
+}
+
+#[tokio::test]
+async fn an_unreadable_object_from_older_data_is_reported_skipped_and_deletable() {
+    let record = |key: &str, rv: u64, bytes: bytes::Bytes| Record {
+        key: Arc::from(key),
+        rv,
+        value: Some(bytes),
+    };
+    let readable = |name: &str, rv: u64| {
+        let mut v = obj(name, "1");
+        v["metadata"]["resourceVersion"] = json!(rv.to_string());
+        bytes::Bytes::from(serde_json::to_vec(&v).expect("encodes"))
+    };
+    let backend = Preloaded(std::sync::Mutex::new(Some(Loaded {
+        records: vec![
+            record("/cm/ns/a", 1, readable("a", 1)),
+            record("/cm/ns/b", 2, deep_bytes("b", 2, 130)),
+            record("/cm/ns/c", 3, readable("c", 3)),
+            record("/cm/ns/d", 4, deep_bytes("d", 4, crate::limits::MAX_DEPTH)),
+        ],
+        max_rv: 4,
+    })));
+    let s = Store::open(Arc::new(backend), StoreConfig::default()).expect("open");
+    // Reads and writes of it say why; the readable ones (at the limit too) are untouched.
+    let unreadable = |r: Result<Written, StorageError>| matches!(r, Err(StorageError::Unreadable { key, message }) if key == "/cm/ns/b" && message.contains("130 levels"));
+    assert!(matches!(
+        s.get("/cm/ns/b"),
+        Err(StorageError::Unreadable { .. })
+    ));
+    s.get("/cm/ns/d").expect("at the limit");
+    let mut noop = |v: Value| Update::Put(v);
+    assert!(unreadable(
+        s.guaranteed_update("/cm/ns/b", &Preconditions::default(), &mut noop)
+            .await
+    ));
+    assert!(matches!(
+        s.delete("/cm/ns/b", &Preconditions::default()).await,
+        Err(StorageError::Unreadable { .. })
+    ));
+    // Lists leave it out and name it on the page whose range holds it.
+    let all = s
+        .list("/cm/", &ListOptions::default(), &|_| true)
+        .expect("list");
+    let keys: Vec<Value> = all
+        .items
+        .iter()
+        .map(|i| i.value().expect("json")["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(keys, [json!("a"), json!("c"), json!("d")]);
+    assert_eq!(all.unreadable.len(), 1);
+    assert_eq!(all.unreadable[0].0, "/cm/ns/b");
+    let first = s
+        .list(
+            "/cm/",
+            &ListOptions {
+                limit: 1,
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .expect("page");
+    assert_eq!(first.items.len(), 1);
+    assert_eq!(
+        first.unreadable.len(),
+        1,
+        "b lies before the next readable item"
+    );
+    let second = s
+        .list(
+            "/cm/",
+            &ListOptions {
+                limit: 1,
+                start_after: first.continue_after.clone(),
+                at: ListAt::Exact(first.rv),
+            },
+            &|_| true,
+        )
+        .expect("page");
+    assert!(second.unreadable.is_empty());
+    // Only an unreadable object goes through `delete_unreadable`, with no uid precondition.
+    let stand_in = json!({"metadata": {"name": "b"}});
+    assert!(matches!(
+        s.delete_unreadable("/cm/ns/a", &Preconditions::default(), stand_in.clone())
+            .await,
+        Err(StorageError::Conflict { .. })
+    ));
+    let by_uid = Preconditions {
+        uid: Some("u".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        s.delete_unreadable("/cm/ns/b", &by_uid, stand_in.clone())
+            .await,
+        Err(StorageError::Conflict { .. })
+    ));
+    let from = s.current_rv();
+    let gone = s
+        .delete_unreadable("/cm/ns/b", &Preconditions::default(), stand_in)
+        .await
+        .expect("deleted");
+    assert!(matches!(
+        s.get("/cm/ns/b"),
+        Err(StorageError::NotFound { .. })
+    ));
+    let mut w = s.watch("/cm/", from).expect("watch");
+    let e = w.next().await.expect("event");
+    assert_eq!(e.kind, EventType::Deleted);
+    let v: Value = serde_json::from_slice(&e.object).expect("a readable final state");
+    assert_eq!(v["metadata"]["name"], "b");
+    assert_eq!(v["metadata"]["resourceVersion"], gone.rv.to_string());
+    // A list at a revision before the deletion still leaves the old bytes out.
+    let before = s
+        .list(
+            "/cm/",
+            &ListOptions {
+                at: ListAt::Exact(from),
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .expect("list then");
+    assert_eq!(before.items.len(), 3);
+    assert_eq!(before.unreadable.len(), 1);
+}
+
+#[tokio::test]
+async fn storage_refuses_to_write_what_it_could_not_read_back() {
+    let s = memory_store();
+    let mut deep = json!(1);
+    for _ in 0..crate::limits::MAX_DEPTH {
+        deep = json!([deep]);
+    }
+    let rv = s.current_rv();
+    let err = s
+        .create("/cm/ns/deep", json!({"x": deep}))
+        .await
+        .expect_err("too deep");
+    assert!(err.to_string().contains("levels deep"), "{err}");
+    assert_eq!(s.current_rv(), rv, "no revision used");
+    assert!(matches!(
+        s.get("/cm/ns/deep"),
+        Err(StorageError::NotFound { .. })
+    ));
+}

@@ -21,6 +21,11 @@
 //! - A watcher sees every change after its starting revision, in order, or a
 //!   [`StorageError::Expired`] when it fell further behind than the history holds. Events are
 //!   never dropped silently.
+//! - Every object written can be read back: one nested deeper than
+//!   [`crate::limits::MAX_DEPTH`] is refused. Objects an older server stored deeper are flagged
+//!   when the store loads: reads and updates of them fail with [`StorageError::Unreadable`],
+//!   lists leave them out and name them in [`ListPage::unreadable`], and
+//!   [`Storage::delete_unreadable`] removes them.
 //!
 //! # Caveats
 //! - Reads see a write as soon as it is applied in memory, which may be up to one group commit
@@ -100,6 +105,9 @@ pub struct ListPage {
     pub continue_after: Option<String>,
     /// How many objects after this page are under the prefix (before filtering), when known.
     pub remaining: Option<u64>,
+    /// Objects in the range of this page that were left out because they cannot be read
+    /// (see [`StorageError::Unreadable`]): their keys and why.
+    pub unreadable: Vec<(String, String)>,
 }
 
 /// What a `guaranteed_update` function decided.
@@ -180,6 +188,16 @@ pub enum StorageError {
     /// The backend could not make the write durable; the server must be restarted.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// The object at `key` is stored but cannot be read back (data written by an older
+    /// server, nested deeper than [`crate::limits::MAX_DEPTH`]): report StorageReadError.
+    /// Such an object can only be deleted, with [`Storage::delete_unreadable`].
+    #[error("the object at {key} cannot be read from storage: {message}")]
+    Unreadable {
+        /// The key.
+        key: String,
+        /// Why it cannot be read.
+        message: String,
+    },
     /// A stored document could not be read or written; a bug.
     #[error("internal storage error: {0}")]
     Internal(String),
@@ -217,6 +235,17 @@ pub trait Storage: Send + Sync + 'static {
         &'a self,
         key: &'a str,
         pre: &'a Preconditions,
+    ) -> BoxFuture<'a, Result<Stored, StorageError>>;
+
+    /// Removes the object at `key` that cannot be read (see [`StorageError::Unreadable`]),
+    /// recording `last` as its final state for watchers; checks the revision of `pre` (its uid
+    /// cannot be read, so a uid precondition fails with a conflict). Fails with NotFound when
+    /// there is no object and with a conflict when the object is readable.
+    fn delete_unreadable<'a>(
+        &'a self,
+        key: &'a str,
+        pre: &'a Preconditions,
+        last: Value,
     ) -> BoxFuture<'a, Result<Stored, StorageError>>;
 
     /// Watches changes of keys under `prefix` after revision `from`.

@@ -6,7 +6,7 @@
 //! re-run (optimistic concurrency, as `GuaranteedUpdate` does in Kubernetes). The lock is
 //! never held across an `.await`: a writer waits for durability after releasing it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -23,6 +23,7 @@ use super::{
     ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
     Written, set_resource_version,
 };
+use crate::limits::{MAX_DEPTH, encoded_depth};
 
 /// Settings of a [`Store`].
 #[derive(Clone, Debug)]
@@ -62,6 +63,12 @@ impl StoreConfig {
 #[derive(Debug, Default)]
 struct State {
     objects: BTreeMap<Arc<str>, Stored>,
+    /// Keys of stored objects that cannot be read back, and why (only ever loaded from data an
+    /// older server wrote: every write is checked).
+    unreadable: BTreeMap<Arc<str>, String>,
+    /// Every key flagged at load, kept after the object goes: only these can have an
+    /// unreadable earlier state in the history (empty on any store not loaded from such data).
+    loaded_unreadable: Arc<BTreeSet<Arc<str>>>,
     rv: u64,
 }
 
@@ -91,10 +98,15 @@ impl Store {
     ) -> Result<Arc<Store>, BackendError> {
         let loaded = backend.load()?;
         let mut objects = BTreeMap::new();
+        let mut unreadable = BTreeMap::new();
         let mut rv = loaded.max_rv;
         for record in loaded.records {
             if let Some(bytes) = record.value {
                 rv = rv.max(record.rv);
+                if let Err(why) = readable(&bytes) {
+                    tracing::warn!(key = %record.key, error = %why, "a stored object cannot be read; it is left out of lists and can only be deleted");
+                    unreadable.insert(record.key.clone(), why);
+                }
                 objects.insert(
                     record.key,
                     Stored {
@@ -105,7 +117,12 @@ impl Store {
             }
         }
         Ok(Arc::new(Store {
-            state: Mutex::new(State { objects, rv }),
+            state: Mutex::new(State {
+                objects,
+                loaded_unreadable: Arc::new(unreadable.keys().cloned().collect()),
+                unreadable,
+                rv,
+            }),
             history: History::new(rv, config.history_capacity, config.history_bytes),
             backend,
             compacting: Arc::new(AtomicBool::new(false)),
@@ -154,6 +171,7 @@ impl Store {
             bytes: bytes.clone(),
         };
         state.objects.insert(key.clone(), stored.clone());
+        state.unreadable.remove(&key);
         let kind = if prev.is_some() {
             EventType::Modified
         } else {
@@ -183,6 +201,7 @@ impl Store {
         let bytes = encode(&last)?;
         state.rv = rv;
         state.objects.remove(&key);
+        state.unreadable.remove(&key);
         let record = Record {
             key: key.clone(),
             rv,
@@ -327,6 +346,12 @@ impl Store {
                 return Err(StorageError::NotFound { key: key.into() });
             };
             let (k, current) = (k.clone(), current.clone());
+            if let Some(why) = state.unreadable.get(key) {
+                return Err(StorageError::Unreadable {
+                    key: key.into(),
+                    message: why.clone(),
+                });
+            }
             let value = current.value()?;
             check_preconditions(pre, &current, &value)?;
             self.commit_delete(&mut state, k, value, current)?
@@ -336,11 +361,47 @@ impl Store {
     }
 
     fn get_impl(&self, key: &str) -> Result<Stored, StorageError> {
-        self.lock()
+        let state = self.lock();
+        if let Some(why) = state.unreadable.get(key) {
+            return Err(StorageError::Unreadable {
+                key: key.into(),
+                message: why.clone(),
+            });
+        }
+        state
             .objects
             .get(key)
             .cloned()
             .ok_or_else(|| StorageError::NotFound { key: key.into() })
+    }
+
+    async fn delete_unreadable_impl(
+        &self,
+        key: &str,
+        pre: &Preconditions,
+        last: Value,
+    ) -> Result<Stored, StorageError> {
+        let (stored, ack) = {
+            let mut state = self.lock();
+            let Some((k, current)) = state.objects.get_key_value(key) else {
+                return Err(StorageError::NotFound { key: key.into() });
+            };
+            let (k, current) = (k.clone(), current.clone());
+            if !state.unreadable.contains_key(key) {
+                return Err(StorageError::Conflict {
+                    message: format!("the object at {key} is readable; delete it normally"),
+                });
+            }
+            if pre.uid.is_some() {
+                return Err(StorageError::Conflict {
+                    message: "Precondition failed: the UID of an object that cannot be read cannot be checked".into(),
+                });
+            }
+            check_preconditions(pre, &current, &Value::Null)?;
+            self.commit_delete(&mut state, k, last, current)?
+        };
+        Self::durable(ack).await?;
+        Ok(stored)
     }
 
     fn list_impl(
@@ -354,7 +415,7 @@ impl Store {
             None => Bound::Included(prefix),
         };
         // Copy the candidates (reference-counted, cheap) under the lock; filter outside it.
-        let (mut candidates, rv, overlay) = {
+        let (mut candidates, mut unreadable, rv, overlay, loaded_unreadable) = {
             let state = self.lock();
             let candidates: Vec<(Arc<str>, Stored)> = state
                 .objects
@@ -362,8 +423,14 @@ impl Store {
                 .take_while(|(k, _)| k.starts_with(prefix))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            let unreadable: BTreeMap<Arc<str>, String> = state
+                .unreadable
+                .range::<str, _>((start, Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             match opts.at {
-                ListAt::Latest => (candidates, state.rv, None),
+                ListAt::Latest => (candidates, unreadable, state.rv, None, None),
                 ListAt::Exact(rv) if rv > state.rv => {
                     return Err(StorageError::TooLarge {
                         requested: rv,
@@ -372,7 +439,8 @@ impl Store {
                 }
                 ListAt::Exact(rv) => {
                     let changes = self.history.changes_after(rv)?;
-                    (candidates, rv, Some(changes))
+                    let loaded = state.loaded_unreadable.clone();
+                    (candidates, unreadable, rv, Some(changes), Some(loaded))
                 }
             }
         };
@@ -391,8 +459,18 @@ impl Store {
             if !then.is_empty() {
                 let mut merged: BTreeMap<Arc<str>, Stored> = candidates.into_iter().collect();
                 for (k, v) in then {
+                    // An earlier state may be one an older server wrote (an unreadable
+                    // object changed or deleted since): check it as it comes back.
+                    unreadable.remove(&k);
                     match v {
-                        Some(s) => merged.insert(k, s),
+                        Some(s) => {
+                            if loaded_unreadable.as_ref().is_some_and(|l| l.contains(&k))
+                                && let Err(why) = readable(&s.bytes)
+                            {
+                                unreadable.insert(k.clone(), why);
+                            }
+                            merged.insert(k, s)
+                        }
                         None => merged.remove(&k),
                     };
                 }
@@ -407,7 +485,12 @@ impl Store {
         let mut items = Vec::new();
         let mut continue_after = None;
         let mut remaining = None;
-        for (i, (_, stored)) in candidates.iter().enumerate() {
+        let mut skipped = Vec::new();
+        for (i, (key, stored)) in candidates.iter().enumerate() {
+            if let Some(why) = unreadable.get(key) {
+                skipped.push((key.to_string(), why.clone()));
+                continue;
+            }
             if !filter(stored) {
                 continue;
             }
@@ -418,21 +501,41 @@ impl Store {
             }
             items.push(stored.clone());
         }
+        // Report only what lies within this page.
+        if let Some(last) = &continue_after {
+            skipped.retain(|(k, _)| k.as_str() <= last.as_str());
+        }
         Ok(ListPage {
             items,
             rv,
             continue_after,
             remaining,
+            unreadable: skipped,
         })
     }
 }
 
 /// Encodes an object compactly, without spare capacity: stored bytes live as long as the
 /// object, so slack from the encoder's buffer growth would be memory wasted per object.
+/// Refuses an object that could not be read back (the registry rejects those before they
+/// get here; this is the last line of defence).
 fn encode(obj: &Value) -> Result<Bytes, StorageError> {
     let mut buf = serde_json::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
+    readable(&buf)
+        .map_err(|why| StorageError::Internal(format!("refusing to store an object: {why}")))?;
     buf.shrink_to_fit();
     Ok(Bytes::from(buf))
+}
+
+/// Whether stored bytes can be read back: nested no deeper than [`MAX_DEPTH`].
+fn readable(bytes: &[u8]) -> Result<(), String> {
+    let depth = encoded_depth(bytes);
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "it is nested {depth} levels deep, more than the limit of {MAX_DEPTH}"
+        ));
+    }
+    Ok(())
 }
 
 /// The key of the last item before index `i` (the last one returned).
@@ -507,6 +610,15 @@ impl Storage for Store {
         pre: &'a Preconditions,
     ) -> BoxFuture<'a, Result<Stored, StorageError>> {
         self.delete_impl(key, pre).boxed()
+    }
+
+    fn delete_unreadable<'a>(
+        &'a self,
+        key: &'a str,
+        pre: &'a Preconditions,
+        last: Value,
+    ) -> BoxFuture<'a, Result<Stored, StorageError>> {
+        self.delete_unreadable_impl(key, pre, last).boxed()
     }
 
     fn watch(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
