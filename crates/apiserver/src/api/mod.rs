@@ -1,5 +1,6 @@
 //! The ground floor: what every layer of the API server speaks, and nothing else.
 //!
+//! - [`body`]: [`body::BodyType`], how a request body is encoded (objects and patches);
 //! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
 //!   message, causes), and [`error::GroupResource`];
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
@@ -8,6 +9,7 @@
 //! Nothing here imports another module of this crate: storage, schema, patch, the registry,
 //! auth, the controllers and HTTP all build on it, and it builds on none of them.
 
+pub mod body;
 pub mod error;
 pub mod field;
 pub mod user;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::http::User;
+use crate::api::user::User;
 use crate::storage::{ListOptions, Storage as _, Store, Watcher};
 
 /// The storage prefix under which all four RBAC kinds live.

@@ -131,24 +131,7 @@ pub fn discovery_form(headers: &HeaderMap) -> DiscoveryForm {
     DiscoveryForm::Legacy
 }
 
-/// The encoding of a request body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BodyType {
-    /// `application/json`.
-    Json,
-    /// `application/yaml`.
-    Yaml,
-    /// `application/vnd.kubernetes.protobuf`.
-    Protobuf,
-    /// `application/json-patch+json`.
-    JsonPatch,
-    /// `application/merge-patch+json`.
-    MergePatch,
-    /// `application/strategic-merge-patch+json`.
-    StrategicMergePatch,
-    /// `application/apply-patch+yaml`.
-    ApplyPatch,
-}
+pub use crate::api::body::BodyType;
 
 /// Reads `Content-Type`, ignoring parameters such as `charset`; absent means JSON.
 pub fn body_type(headers: &HeaderMap) -> Result<BodyType, String> {

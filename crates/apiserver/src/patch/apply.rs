@@ -33,7 +33,7 @@ use super::fields::{
     value_element,
 };
 use super::strategic::{ListStrategy, list_strategy};
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::schema::{ListType, Structural};
 
 /// Metadata fields the server owns; they are never in a field set.

@@ -17,8 +17,8 @@ pub(crate) mod strategic;
 
 use serde_json::Value;
 
-use crate::http::error::ApiError;
-use crate::http::negotiate::BodyType;
+use crate::api::body::BodyType;
+use crate::api::error::ApiError;
 use crate::limits::{
     MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS, deeper_than,
     encoded_len_within,
@@ -96,7 +96,7 @@ impl Patch {
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                         .to_string(),
-                    causes: vec![crate::registry::validation::FieldError::invalid(
+                    causes: vec![crate::api::field::FieldError::invalid(
                         "",
                         Value::Null,
                         format!(

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Registry;
 use super::resource::Resource;
 use super::validation::FieldError;
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{ListAt, ListOptions, Storage, StorageError, Stored};
 

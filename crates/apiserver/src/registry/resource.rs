@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::http::error::GroupResource;
+use crate::api::error::GroupResource;
 
 use super::strategy::Strategy;
 

@@ -4,8 +4,8 @@ use k8s_openapi::api::apps::v1 as apps;
 use serde_json::{Value, json};
 
 use super::core::{default_pod_spec, validate_pod_spec};
+use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
-use crate::registry::validation::FieldError;
 
 /// Checks `spec.selector` against the template labels, and that it is set at all.
 fn validate_selector(obj: &Value, errs: &mut Vec<FieldError>) {

@@ -11,8 +11,8 @@
 use k8s_openapi::api::events::v1::Event;
 use serde_json::{Map, Value, json};
 
+use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed};
-use crate::registry::validation::FieldError;
 
 /// (events.k8s.io name, core name) pairs of renamed fields.
 const RENAMED: [(&str, &str); 7] = [

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::jsonpath::JsonPath;
+use crate::api::field::FieldError;
 use crate::registry::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use crate::registry::strategy::{Decoded, Strategy};
-use crate::registry::validation::FieldError;
 use crate::schema::{self, Structural};
 
 /// One `additionalPrinterColumns` entry, parsed.
