@@ -161,55 +161,77 @@ pub(super) fn zero_range(file: &mut File, from: u64, len: u64) -> io::Result<()>
     file.sync_data()
 }
 
-/// The high-water mark: the highest revision the log is known to hold, kept outside the log.
+/// The high-water mark, kept outside the log: the highest revision the log is known to hold
+/// (`written`), and a revision no written one exceeds (`ceiling`).
 ///
-/// Recovery compares it with what the log actually holds: a log whose revisions end below
-/// the mark, or a missing log while the mark exists, lost acknowledged writes (a truncated
-/// copy, a restored old backup, a deleted file), and the server refuses to start.
+/// Recovery compares `written` with what the log actually holds: a log whose revisions end
+/// below it, or a missing log while the mark exists, lost acknowledged writes (a truncated
+/// copy, a restored old backup, a deleted file), and the server refuses to start. A repair
+/// continues the clock above `ceiling`, so that no acknowledged revision is handed out again
+/// even though `written` lags behind the log.
 pub(super) const MARK_FILE: &str = "kore.wal.mark";
 /// A new mark file being written; renamed to [`MARK_FILE`].
 const MARK_TMP_FILE: &str = "kore.wal.mark.tmp";
 /// The first bytes of each slot; the last byte is the format version.
 const MARK_MAGIC: [u8; 8] = *b"KOREMRK\x01";
-/// `magic seq:u64 rv:u64 crc:u32` and four bytes of padding.
-const MARK_SLOT: usize = 32;
+/// `magic seq:u64 written:u64 ceiling:u64 crc:u32` and four bytes of padding.
+const MARK_SLOT: usize = 40;
 /// The two slots sit on different pages: a write torn by a crash damages at most the slot
 /// it was writing, and the other one still holds the previous mark.
 const MARK_STRIDE: u64 = 4096;
 
+/// What a mark file records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct MarkState {
+    /// The log holds at least this revision on stable storage.
+    pub(super) written: u64,
+    /// No revision in the log exceeds this: a frame is written only once the ceiling is
+    /// at or above its revisions.
+    pub(super) ceiling: u64,
+}
+
 /// The mark file, open for updates.
 ///
-/// The file holds two slots, each `magic seq rv crc`. An update writes the slot the previous
-/// update did not (`seq % 2`) with the next sequence number, then `fdatasync`s: the file's
-/// size never changes after it was created, so no metadata needs to be synced. Reading takes
-/// the valid slot with the higher sequence number.
+/// The file holds two slots, each `magic seq written ceiling crc`. An update writes the slot
+/// the previous update did not (`seq % 2`) with the next sequence number, then
+/// `fdatasync`s: the file's size never changes after it was created, so no metadata needs to
+/// be synced. Reading takes the valid slot with the higher sequence number.
 #[derive(Debug)]
 pub(super) struct Mark {
     file: File,
     seq: u64,
-    rv: u64,
+    state: MarkState,
 }
 
-fn encode_slot(seq: u64, rv: u64) -> [u8; MARK_SLOT] {
+fn encode_slot(seq: u64, state: MarkState) -> [u8; MARK_SLOT] {
     let mut slot = [0; MARK_SLOT];
     slot[..8].copy_from_slice(&MARK_MAGIC);
     slot[8..16].copy_from_slice(&seq.to_le_bytes());
-    slot[16..24].copy_from_slice(&rv.to_le_bytes());
-    let crc = crc32(&slot[..24]);
-    slot[24..28].copy_from_slice(&crc.to_le_bytes());
+    slot[16..24].copy_from_slice(&state.written.to_le_bytes());
+    slot[24..32].copy_from_slice(&state.ceiling.to_le_bytes());
+    let crc = crc32(&slot[..32]);
+    slot[32..36].copy_from_slice(&crc.to_le_bytes());
     slot
 }
 
-/// `(seq, rv)` of a slot, or `None` if it is not a valid slot.
-fn decode_slot(slot: &[u8]) -> Option<(u64, u64)> {
+/// `(seq, state)` of a slot, or `None` if it is not a valid slot.
+fn decode_slot(slot: &[u8]) -> Option<(u64, MarkState)> {
     let slot = slot.get(..MARK_SLOT)?;
     let word = |at: usize| u64::from_le_bytes(slot[at..at + 8].try_into().expect("8 bytes"));
-    let crc = u32::from_le_bytes(slot[24..28].try_into().expect("4 bytes"));
-    (slot[..8] == MARK_MAGIC && crc32(&slot[..24]) == crc).then(|| (word(8), word(16)))
+    let crc = u32::from_le_bytes(slot[32..36].try_into().expect("4 bytes"));
+    (slot[..8] == MARK_MAGIC && crc32(&slot[..32]) == crc).then(|| {
+        (
+            word(8),
+            MarkState {
+                written: word(16),
+                ceiling: word(24),
+            },
+        )
+    })
 }
 
-/// `(seq, rv)` of the newer valid slot of a mark file's bytes.
-fn decode_mark(bytes: &[u8]) -> Option<(u64, u64)> {
+/// `(seq, state)` of the newer valid slot of a mark file's bytes.
+fn decode_mark(bytes: &[u8]) -> Option<(u64, MarkState)> {
     let first = decode_slot(bytes);
     let second = bytes.get(MARK_STRIDE as usize..).and_then(decode_slot);
     match (first, second) {
@@ -219,11 +241,11 @@ fn decode_mark(bytes: &[u8]) -> Option<(u64, u64)> {
 }
 
 impl Mark {
-    /// The revision recorded in `dir`, or `None` if the directory has no mark file.
+    /// What the mark in `dir` records, or `None` if the directory has no mark file.
     ///
     /// # Errors
     /// [`BackendError::Corrupt`] if the file exists but neither slot is valid.
-    pub(super) fn read(dir: &Path) -> Result<Option<u64>, BackendError> {
+    pub(super) fn read(dir: &Path) -> Result<Option<MarkState>, BackendError> {
         let path = dir.join(MARK_FILE);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -231,7 +253,7 @@ impl Mark {
             Err(e) => return Err(e.into()),
         };
         match decode_mark(&bytes) {
-            Some((_, rv)) => Ok(Some(rv)),
+            Some((_, state)) => Ok(Some(state)),
             None => Err(BackendError::Corrupt(format!(
                 "{}: the high-water mark is unreadable (both copies fail their checksum), so \
                  kore cannot tell whether acknowledged writes are missing from {LOG_FILE}; \
@@ -242,25 +264,24 @@ impl Mark {
         }
     }
 
-    /// Opens the mark in `dir` for updates and raises it to `rv` if it is lower; creates it,
-    /// holding `rv`, if there is none (or if it is unreadable, which only a repair gets to
-    /// see: [`Mark::read`] refuses it otherwise).
+    /// Opens the mark in `dir` for updates, raising both values to `rv` where they are lower;
+    /// creates it at `rv` if there is none (or if it is unreadable, which only a repair gets
+    /// to see: [`Mark::read`] refuses it otherwise).
     pub(super) fn open_or_create(dir: &Path, rv: u64) -> io::Result<Mark> {
         let path = dir.join(MARK_FILE);
         match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(mut file) => {
                 let mut bytes = Vec::new();
                 file.read_to_end(&mut bytes)?;
-                if let Some((seq, recorded)) = decode_mark(&bytes)
+                if let Some((seq, state)) = decode_mark(&bytes)
                     && bytes.len() as u64 == MARK_STRIDE + MARK_SLOT as u64
                 {
-                    let mut mark = Mark {
-                        file,
-                        seq,
-                        rv: recorded,
-                    };
-                    if rv > recorded {
-                        mark.record(rv)?;
+                    let mut mark = Mark { file, seq, state };
+                    if rv > state.written || rv > state.ceiling {
+                        mark.record(MarkState {
+                            written: state.written.max(rv),
+                            ceiling: state.ceiling.max(rv),
+                        })?;
                     }
                     return Ok(mark);
                 }
@@ -268,6 +289,10 @@ impl Mark {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        let state = MarkState {
+            written: rv,
+            ceiling: rv,
+        };
         let tmp = dir.join(MARK_TMP_FILE);
         let mut file = OpenOptions::new()
             .read(true)
@@ -276,29 +301,52 @@ impl Mark {
             .truncate(true)
             .open(&tmp)?;
         // Both slots valid from the start, the first one newer.
-        file.write_all(&encode_slot(1, rv))?;
+        file.write_all(&encode_slot(1, state))?;
         write_zeros(&mut file, MARK_STRIDE - MARK_SLOT as u64)?;
-        file.write_all(&encode_slot(0, rv))?;
+        file.write_all(&encode_slot(0, state))?;
         file.sync_all()?;
         fs::rename(&tmp, &path)?;
         sync_dir(dir)?;
-        Ok(Mark { file, seq: 1, rv })
+        Ok(Mark {
+            file,
+            seq: 1,
+            state,
+        })
     }
 
-    /// The revision recorded last.
-    pub(super) fn rv(&self) -> u64 {
-        self.rv
+    /// What was recorded last.
+    pub(super) fn state(&self) -> MarkState {
+        self.state
     }
 
-    /// Records `rv` durably. Call it only once the log holds `rv` on stable storage.
-    pub(super) fn record(&mut self, rv: u64) -> io::Result<()> {
+    /// Records `rv` as written. Call it only once the log holds `rv` on stable storage.
+    pub(super) fn record_written(&mut self, rv: u64) -> io::Result<()> {
+        let state = self.state;
+        self.record(MarkState {
+            written: rv,
+            ceiling: state.ceiling.max(rv),
+        })
+    }
+
+    /// Raises the ceiling to `rv`. Call it before a frame with revisions above the current
+    /// ceiling is written.
+    pub(super) fn raise_ceiling(&mut self, rv: u64) -> io::Result<()> {
+        let state = self.state;
+        self.record(MarkState {
+            written: state.written,
+            ceiling: rv,
+        })
+    }
+
+    /// Writes `state` into the older slot and syncs it.
+    pub(super) fn record(&mut self, state: MarkState) -> io::Result<()> {
         let seq = self.seq + 1;
         let at = if seq % 2 == 1 { 0 } else { MARK_STRIDE };
         self.file.seek(SeekFrom::Start(at))?;
-        self.file.write_all(&encode_slot(seq, rv))?;
+        self.file.write_all(&encode_slot(seq, state))?;
         self.file.sync_data()?;
         self.seq = seq;
-        self.rv = rv;
+        self.state = state;
         Ok(())
     }
 }

@@ -29,8 +29,8 @@ use bytes::Bytes;
 
 use super::super::backend::{BackendError, Record};
 use super::file::{
-    LOG_FILE, MARK_FILE, Mark, credential_files, keep_damaged, prealloc_target, write_snapshot,
-    zero_range,
+    LOG_FILE, MARK_FILE, Mark, MarkState, credential_files, keep_damaged, prealloc_target,
+    write_snapshot, zero_range,
 };
 use super::frame::{
     ENTRY_FIXED, Entry, FRAME_HEADER, MAGIC, ROUND_BYTES, crc32, decode_payload, first_nonzero,
@@ -126,15 +126,18 @@ pub(super) struct Recovered {
 /// [module docs](self). Creates a new log if the directory was never used.
 pub(super) fn recover(dir: &Path, repair: bool) -> Result<Recovered, BackendError> {
     let path = dir.join(LOG_FILE);
-    let (mark, strict) = match Mark::read(dir) {
-        Ok(Some(rv)) => (rv, true),
-        Ok(None) => (0, false),
+    let (marked, strict) = match Mark::read(dir) {
+        Ok(Some(state)) => (state, true),
+        Ok(None) => (MarkState::default(), false),
         Err(e) if repair => {
             tracing::warn!(error = %e, "repair: ignoring the unreadable high-water mark");
-            (0, true)
+            (MarkState::default(), true)
         }
         Err(e) => return Err(e),
     };
+    let mark = marked.written;
+    // A repair continues the clock above every revision that may have been acknowledged.
+    let ceiling = marked.ceiling.max(mark);
 
     if !path.try_exists()? {
         let problem = if strict {
@@ -152,9 +155,9 @@ pub(super) fn recover(dir: &Path, repair: bool) -> Result<Recovered, BackendErro
         };
         if let Some(problem) = problem {
             if !repair {
-                return Err(refusal(&path, &problem, mark));
+                return Err(refusal(&path, &problem, ceiling));
             }
-            return repair_log(dir, Replay::default(), 0, mark, &problem);
+            return repair_log(dir, Replay::default(), 0, ceiling, &problem);
         }
         // A new data directory.
         return open_snapshot(dir, Vec::new(), 0);
@@ -183,10 +186,10 @@ pub(super) fn recover(dir: &Path, repair: bool) -> Result<Recovered, BackendErro
     }
     if let Some(problem) = problem {
         if !repair {
-            return Err(refusal(&path, &problem, mark));
+            return Err(refusal(&path, &problem, ceiling));
         }
         drop(file);
-        return repair_log(dir, scan.replay, scan.end, mark, &problem);
+        return repair_log(dir, scan.replay, scan.end, ceiling, &problem);
     }
     if repair {
         tracing::info!(path = %path.display(), "--repair: the log is intact, nothing to repair");
@@ -247,24 +250,24 @@ pub(super) fn recover(dir: &Path, repair: bool) -> Result<Recovered, BackendErro
 }
 
 /// The error that stops the server: what is wrong, and what to do.
-fn refusal(path: &Path, problem: &str, mark: u64) -> BackendError {
+fn refusal(path: &Path, problem: &str, ceiling: u64) -> BackendError {
     BackendError::Corrupt(format!(
         "{}: {problem}. Refusing to start, so that no acknowledged write is lost in silence. \
          Restore the data directory from a backup, or start with --repair to accept the \
          loss: the server then keeps every frame before the damage, keeps a copy of the old \
-         log, and continues the revision clock above revision {mark} and everything the log \
+         log, and continues the revision clock above revision {ceiling} and everything the log \
          holds",
         path.display()
     ))
 }
 
 /// Starts over from what could be read: keeps the old log under another name, writes a
-/// snapshot of `replay` as the new log, and continues the clock above `mark` too.
+/// snapshot of `replay` as the new log, and continues the clock above `ceiling` too.
 fn repair_log(
     dir: &Path,
     replay: Replay,
     kept_up_to: u64,
-    mark: u64,
+    ceiling: u64,
     problem: &str,
 ) -> Result<Recovered, BackendError> {
     let path = dir.join(LOG_FILE);
@@ -274,7 +277,7 @@ fn repair_log(
         None
     };
     let log_rv = replay.max_rv;
-    let rv = log_rv.max(mark);
+    let rv = log_rv.max(ceiling);
     let records = replay.into_records();
     tracing::error!(
         path = %path.display(),

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::super::backend::{BackendError, Durable, Record};
 use super::file::{
-    Mark, PREALLOC_LOW, TMP_FILE, prealloc_step, prealloc_target, write_snapshot, zero_range,
+    Mark, MarkState, PREALLOC_LOW, TMP_FILE, prealloc_step, prealloc_target, write_snapshot,
+    zero_range,
 };
 use super::frame::{
     FRAME_HEADER, Frame, MAX_PAYLOAD, encode_record, put_size, record_size, snapshot_overhead,
@@ -34,6 +35,11 @@ const LINGER: Duration = Duration::from_micros(300);
 /// acknowledged since the last record are protected by the preallocated zeros (a truncated log
 /// ends without them) but not by the mark; see the design note.
 const MARK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How far above a frame's revisions the committer raises the mark's ceiling when the frame
+/// would pass it: one extra `fdatasync` per this many revisions (a few per second at the
+/// fastest), and a repair jumps the clock by at most this much.
+const CEILING_STEP: u64 = 10_000;
 
 /// The committer thread's state; it owns the log file.
 pub(super) struct Committer {
@@ -96,7 +102,7 @@ impl Committer {
                 if queue.jobs.is_empty() {
                     drop(queue);
                     // Closing, and everything is done: a clean stop leaves an exact mark.
-                    if !self.poisoned && self.synced_rv > self.mark.rv() {
+                    if !self.poisoned && self.synced_rv > self.mark.state().written {
                         self.record_mark();
                     }
                     return;
@@ -210,7 +216,10 @@ impl Committer {
         }
         frame.finish(&mut self.buf);
         let written = self.buf.len() as u64;
-        let result = self.reserve(written).and_then(|()| self.write_and_sync());
+        let result = self
+            .raise_ceiling(frame_rv)
+            .and_then(|()| self.reserve(written))
+            .and_then(|()| self.write_and_sync());
         if self.buf.capacity() > BUF_KEEP {
             self.buf = Vec::new();
         }
@@ -308,6 +317,10 @@ impl Committer {
         let started = Instant::now();
         let before = self.log_bytes;
         let round_bytes = self.shared.round_bytes.load(Ordering::Relaxed);
+        if let Err(error) = self.raise_ceiling(rv) {
+            self.poison(&error);
+            return Err(error.into());
+        }
         match write_snapshot(&self.dir, live, rv, &mut self.buf, round_bytes) {
             Ok((file, len, allocated)) => {
                 self.file = file;
@@ -316,7 +329,12 @@ impl Committer {
                 // The new log's snapshot header carries `rv`: record it at once, the rename
                 // and the directory are synced.
                 self.synced_rv = self.synced_rv.max(rv);
-                if let Err(error) = self.mark.record(self.synced_rv) {
+                let ceiling = self.mark.state().ceiling.max(self.synced_rv);
+                let state = MarkState {
+                    written: self.synced_rv,
+                    ceiling,
+                };
+                if let Err(error) = self.mark.record(state) {
                     self.poison(&error);
                     return Err(error.into());
                 }
@@ -390,17 +408,25 @@ impl Committer {
     /// How long until the mark is due, if it lags behind the log; `None` if it does not (or
     /// the backend is poisoned: a failing disk gets no more writes).
     fn mark_due_in(&self) -> Option<Duration> {
-        (!self.poisoned && self.synced_rv > self.mark.rv())
+        (!self.poisoned && self.synced_rv > self.mark.state().written)
             .then(|| MARK_INTERVAL.saturating_sub(self.marked_at.elapsed()))
     }
 
     /// Records the highest synced revision as the high-water mark. A failure poisons the
     /// backend, as any I/O error in the data directory does.
     fn record_mark(&mut self) {
-        if let Err(error) = self.mark.record(self.synced_rv) {
+        if let Err(error) = self.mark.record_written(self.synced_rv) {
             self.poison(&error);
         }
         self.marked_at = Instant::now();
+    }
+
+    /// Makes sure the mark's ceiling covers `rv` before a frame holding it is written.
+    fn raise_ceiling(&mut self, rv: u64) -> io::Result<()> {
+        if rv <= self.mark.state().ceiling {
+            return Ok(());
+        }
+        self.mark.raise_ceiling(rv + CEILING_STEP)
     }
 
     /// Runs the callbacks of the finished step, in order.

@@ -494,14 +494,43 @@ fn repair_keeps_the_frames_before_the_damage_and_the_clock_above_the_mark() {
 #[test]
 fn repair_of_a_missing_log_starts_empty_above_the_mark() {
     let (dir, _) = three_commits();
+    let marked = Mark::read(dir.path()).expect("mark").expect("a mark");
+    assert_eq!(marked.written, 5);
     fs::remove_file(dir.path().join(LOG_FILE)).expect("delete the log");
     let wal = WalBackend::open_with(dir.path(), &WalConfig::default().repair(true))
         .expect("repair starts");
     let loaded = wal.load().expect("load");
     assert!(loaded.records.is_empty());
-    assert_eq!(loaded.max_rv, 5);
+    assert_eq!(loaded.max_rv, marked.ceiling);
+    assert!(marked.ceiling >= 5);
     drop(wal);
-    assert_eq!(reopen(dir.path()).expect("reopen").max_rv, 5);
+    assert_eq!(reopen(dir.path()).expect("reopen").max_rv, marked.ceiling);
+}
+
+#[test]
+fn a_repair_continues_above_every_acknowledged_revision_while_the_mark_lags() {
+    // The mark's `written` is recorded at most every second, but its ceiling is raised before
+    // any frame passes it: a crash right after these writes, then a lost log, still restarts
+    // the clock above them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = WalBackend::open(dir.path()).expect("open");
+    for rv in 1..=30 {
+        submit(&wal, vec![put(&format!("k{rv}"), rv, "v")]).expect("submit");
+    }
+    let crashed = tempfile::tempdir().expect("tempdir");
+    fs::copy(dir.path().join(MARK_FILE), crashed.path().join(MARK_FILE)).expect("copy mark");
+    drop(wal);
+    let marked = Mark::read(crashed.path()).expect("mark").expect("a mark");
+    assert!(marked.ceiling >= 30, "{marked:?}");
+    let loaded = WalBackend::open_with(crashed.path(), &WalConfig::default().repair(true))
+        .expect("repair starts")
+        .load()
+        .expect("load");
+    assert!(
+        loaded.max_rv >= 30,
+        "the clock restarts at {}",
+        loaded.max_rv
+    );
 }
 
 #[test]
@@ -515,7 +544,10 @@ fn a_log_without_a_mark_is_read_as_the_builds_before_the_mark_wrote_it() {
         let loaded = reopen(dir.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         let expected = if cut == bytes.len() { 5 } else { 4 };
         assert_eq!(loaded.max_rv, expected, "cut at {cut}");
-        assert_eq!(Mark::read(dir.path()).expect("mark"), Some(expected));
+        assert_eq!(
+            Mark::read(dir.path()).expect("mark").map(|m| m.written),
+            Some(expected)
+        );
         let file = fs::read(dir.path().join(LOG_FILE)).expect("read");
         assert!(
             file.len() >= logical(&file).len() + FRAME_HEADER,
@@ -539,24 +571,30 @@ fn the_mark_follows_the_log_and_survives_a_torn_update() {
     submit(&wal, vec![put("b", 2, "y"), del("a", 3)]).expect("submit");
     // A compaction records its revision at once.
     compact(&wal, vec![put("b", 2, "y")], 7).expect("compact");
-    assert_eq!(Mark::read(dir.path()).expect("mark"), Some(7));
+    assert_eq!(
+        Mark::read(dir.path()).expect("mark").map(|m| m.written),
+        Some(7)
+    );
     submit(&wal, vec![put("c", 8, "z")]).expect("submit");
     drop(wal);
     // A clean stop leaves the exact mark.
-    assert_eq!(Mark::read(dir.path()).expect("mark"), Some(8));
+    assert_eq!(
+        Mark::read(dir.path()).expect("mark").map(|m| m.written),
+        Some(8)
+    );
 
     // Two slots: damaging the one written last falls back to the one before.
     let path = dir.path().join(MARK_FILE);
     let mut mark = Mark::open_or_create(dir.path(), 8).expect("open");
-    mark.record(9).expect("record");
+    mark.record_written(9).expect("record");
     drop(mark);
     let mut bytes = fs::read(&path).expect("read");
-    let newest = if Mark::read(dir.path()).expect("mark") == Some(9) {
+    let newest = if Mark::read(dir.path()).expect("mark").map(|m| m.written) == Some(9) {
         // Slot of sequence number 3 or 4: find it by damaging each in turn.
         let mut first = bytes.clone();
         first[16] ^= 0xFF;
         fs::write(&path, &first).expect("write");
-        if Mark::read(dir.path()).expect("mark") == Some(9) {
+        if Mark::read(dir.path()).expect("mark").map(|m| m.written) == Some(9) {
             4096
         } else {
             0
@@ -566,7 +604,10 @@ fn the_mark_follows_the_log_and_survives_a_torn_update() {
     };
     bytes[newest + 16] ^= 0xFF;
     fs::write(&path, &bytes).expect("write");
-    assert_eq!(Mark::read(dir.path()).expect("mark"), Some(8));
+    assert_eq!(
+        Mark::read(dir.path()).expect("mark").map(|m| m.written),
+        Some(8)
+    );
     // Both damaged: refused, since nothing can be checked any more.
     bytes[(4096 - newest) + 16] ^= 0xFF;
     fs::write(&path, &bytes).expect("write");
