@@ -254,9 +254,9 @@ fn refusal(path: &Path, problem: &str, ceiling: u64) -> BackendError {
     BackendError::Corrupt(format!(
         "{}: {problem}. Refusing to start, so that no acknowledged write is lost in silence. \
          Restore the data directory from a backup, or start with --repair to accept the \
-         loss: the server then keeps every frame before the damage, keeps a copy of the old \
-         log, and continues the revision clock above revision {ceiling} and everything the log \
-         holds",
+         loss: the server then keeps what can still be read (every frame before the damage), \
+         keeps a copy of the old log, and continues the revision clock above revision \
+         {ceiling} and everything the log holds",
         path.display()
     ))
 }
