@@ -10,10 +10,18 @@
 //! watches. Start with [`WalBackend::open`]; the design note for humans is
 //! `docs/design/storage-wal.md`.
 //!
+//! The code is split by concern: `frame` (the format and its CRC), `writer` (the committer
+//! thread: group commit, preallocation, compaction, the mark), `recovery` (reading the log
+//! back and deciding what may be dropped and what is refused), and `file` (the files of the
+//! data directory: the lock, snapshots written by rename, the mark, copies kept by a repair).
+//!
 //! # Files
 //! All in the data directory:
 //! - `kore.wal`: the log.
 //! - `kore.wal.tmp`: a compaction in progress; removed at open (it never became the log).
+//! - `kore.wal.mark`: the high-water mark: the highest revision the log is known to hold,
+//!   and a ceiling no written revision exceeds (two checksummed slots, updated in place).
+//! - `kore.wal.damaged-<unix time>`: a log a repair replaced, kept for a human to look at.
 //! - `kore.lock`: held with `flock` while a process has the directory open; holds its pid.
 //!
 //! # Format
@@ -93,23 +101,47 @@
 //! - `kore.wal` is always a complete, synced file: new files are created as `kore.wal.tmp`,
 //!   synced, renamed, and the directory is synced before anything is appended to them.
 //! - `done` runs exactly once per job, in submission order, on the committer thread.
+//! - The mark's `written` revision is recorded only after the log holds it on stable storage
+//!   (after a commit's sync: at most every second while writes go on, when the committer goes
+//!   idle, at a clean stop, and right after a compaction). Its `ceiling` is raised, and synced,
+//!   before a frame with revisions above it is written.
 //!
 //! # Recovery
 //! [`WalBackend::open`] reads the log frame by frame and replays it: the last put of a key
 //! wins, a delete removes it, and the highest revision seen (deletes and snapshot headers
-//! included) becomes [`Loaded::max_rv`]. A zero length word (or fewer than 8 bytes, all
-//! zero) is the logical end: if everything after it is zero, the log is clean, and the zeros
-//! are kept as preallocated space (synced once more, since after a kill they may have been
-//! in the page cache only). Anything else is damage: a frame that is short or fails its CRC,
-//! or non-zero bytes after a zero length word (a commit whose first page never reached the
-//! disk). At the damage, recovery searches the rest of the file, at every byte offset, for an
-//! intact frame; runs of zeros are skipped in one scan, since no frame starts with a zero
-//! length word, and a candidate whose payload runs into zeros does not decode them one by
-//! one. If there is one, the log is [`BackendError::Corrupt`] (damage in the middle; start
-//! from a backup). If there is none, the damaged bytes are the torn tail of a commit that was
-//! never acknowledged: the file is truncated there (with a warning), zeros after the damage
-//! included, and the committer preallocates again before its first commit. A frame that
-//! passes its CRC but does not decode, or a wrong magic, is always `Corrupt`.
+//! included) becomes [`Loaded::max_rv`]. A zero length word is the logical end: if at least
+//! a frame header of zeros follows and everything after it is zero, the log is clean (the
+//! zeros are synced once more, since after a kill they may have been in the page cache only).
+//!
+//! Only a torn final frame may be dropped: damage (a short frame, a failed CRC, non-zero
+//! bytes after a zero length word) with no intact frame anywhere after it, whose claimed
+//! length fits in the file with a zero frame header after it, and with at least a frame
+//! header of zeros at the end of the file. That is what a crash leaves of the commit in
+//! flight; it was never acknowledged. Its bytes are overwritten with zeros in place (with a
+//! warning), so the log still ends on synced zeros. Everything else is refused with
+//! [`BackendError::Corrupt`], naming the file, the byte offset and what to do:
+//! - a damaged frame followed by an intact frame (the log was damaged after it was written);
+//! - a frame that runs past the end of the file, or a log that ends without its zeros
+//!   (truncation: a partial copy, a full disk, an operator's mistake);
+//! - a frame that passes its CRC but does not decode, or a wrong magic;
+//! - a log whose revisions end below the mark's `written` (truncated at a frame boundary and
+//!   padded, or an older copy restored);
+//! - a missing log while the mark exists, or while the server's credentials are in the
+//!   directory (it was used before);
+//! - a mark whose two slots are both unreadable.
+//!
+//! [`WalConfig::repair`] starts anyway: it keeps every frame before the damage, links the old
+//! log to `kore.wal.damaged-<unix time>`, writes what it kept as a new log (a snapshot) whose
+//! revision is the mark's ceiling (so the clock continues above every revision that may have
+//! been acknowledged), and logs what was lost at error level.
+//!
+//! A directory without a mark was last used by a build that wrote none. Its log may end
+//! without zeros, or with a frame cut short at the end of the file (a torn write, in those
+//! builds): both are accepted, as those builds did, the file is preallocated and the mark
+//! written, and the strict rules hold from then on. The search for an intact frame after
+//! damage checks every byte offset, except inside runs of zeros (no frame starts with a zero
+//! length word), and a candidate whose payload runs into zeros does not decode them one by
+//! one.
 //!
 //! # Compaction
 //! [`Backend::needs_compaction`] is true when the log (its logical size, without the
@@ -120,8 +152,10 @@
 //! It reports false while a compaction is queued or after a failure.
 //!
 //! # Caveats
-//! - Damage to the last frame (bit rot, not a crash) cannot be told from a torn write: it is
-//!   truncated like one, losing that commit even though it was acknowledged.
+//! - Damage to the last frame that looks like a crash's (bit rot over a frame that is followed
+//!   by its zeros) cannot be told from a torn write: it is wiped like one, losing that commit
+//!   even though it was acknowledged. So can a log cut at a frame boundary and padded with
+//!   zeros, for the writes after the mark's last record (at most about a second of them).
 //! - A compaction rewrites the whole live state on the committer thread; writes submitted
 //!   meanwhile wait for it, about as long as writing and syncing the live data takes.
 //! - Preallocation writes every byte of the log twice (zeros, then the frame) and the file is
@@ -129,9 +163,8 @@
 //! - On a file system without a journal, blocks whose zeros never reached the disk (a crash
 //!   during a preallocation) may read back as stale data of a deleted file, such as the log
 //!   a compaction replaced. That data lies after the synced zero header that ends the log,
-//!   so it is never replayed: recovery cuts it off as a torn tail, or, if it holds an intact
-//!   frame, reports `Corrupt` (truncating the file at the reported offset then loses nothing
-//!   acknowledged). Appends without preallocation had this exposure too.
+//!   so it is never replayed: recovery wipes it as a torn tail if zeros follow it, and
+//!   otherwise refuses to start (a repair then loses nothing acknowledged).
 //! - A write whose `done` got an error may still be on disk after a restart (the `write`
 //!   succeeded but the `fdatasync` reported a failure): its outcome is unknown, as after a
 //!   timeout from etcd. It is never half there.
