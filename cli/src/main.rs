@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kore_apiserver::server::{ApiServer, Config};
+use kore_apiserver::storage::WalConfig;
 use tracing_subscriber::EnvFilter;
 
 /// The server allocates and frees many small buffers per request (JSON values, bodies,
@@ -60,6 +61,16 @@ pub(crate) struct ServeArgs {
     /// Keep state here, durably (every acknowledged write survives a crash); in memory if unset.
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
+    /// Start even if the write-ahead log in --data-dir is damaged, truncated or missing,
+    /// accepting the loss of what cannot be read. Without it the server refuses to start.
+    /// The old log is kept as kore.wal.damaged-<time>; revisions continue above every one
+    /// handed out before.
+    #[arg(long, requires = "data_dir")]
+    pub(crate) repair: bool,
+    /// Compact the write-ahead log once it is larger than this many bytes (and four times
+    /// the live data). For tests.
+    #[arg(long, hide = true, value_name = "BYTES")]
+    pub(crate) wal_compaction_floor: Option<u64>,
     /// Where to write the kubeconfig.
     #[arg(long, default_value = ".kore/kubeconfig")]
     pub(crate) kubeconfig: PathBuf,
@@ -68,11 +79,23 @@ pub(crate) struct ServeArgs {
     pub(crate) insecure_http: bool,
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = Config::default();
-    if let Some(dir) = &args.data_dir {
-        config = config.data_dir(dir);
+impl ServeArgs {
+    /// The server settings these options ask for.
+    pub(crate) fn config(&self) -> Config {
+        let mut config = Config::default();
+        if let Some(dir) = &self.data_dir {
+            config = config.data_dir(dir);
+        }
+        let mut wal = WalConfig::default().repair(self.repair);
+        if let Some(bytes) = self.wal_compaction_floor {
+            wal = wal.compaction_floor(bytes);
+        }
+        config.wal(wal)
     }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.config();
     let server = ApiServer::start(config)
         .await
         .context("starting the API server")?;

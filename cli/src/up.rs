@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use kore_apiserver::server::{ApiServer, Config};
+use kore_apiserver::server::ApiServer;
 use kore_operator::manifests::DEFAULT_NAMESPACE;
 use kore_operator::{Operator, Options};
 use kore_runtime::Manager;
@@ -44,10 +44,7 @@ pub(crate) struct UpArgs {
 
 /// Runs `kore up` until a signal.
 pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
-    let mut config = Config::default();
-    if let Some(dir) = &args.serve.data_dir {
-        config = config.data_dir(dir);
-    }
+    let config = args.serve.config();
     let server = ApiServer::start(config)
         .await
         .context("starting the API server")?;

@@ -21,7 +21,9 @@ use crate::http::{self, App};
 use crate::registry::Registry;
 use crate::registry::builtin::INITIAL_NAMESPACES;
 use crate::registry::rest::WriteOptions;
-use crate::storage::{Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend};
+use crate::storage::{
+    Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend, WalConfig,
+};
 
 /// [`ApiServer::router_with_token`]: the router with a bearer token on every request.
 pub type RouterWithToken = tower_http::set_header::SetRequestHeader<Router, ::http::HeaderValue>;
@@ -33,6 +35,9 @@ pub struct Config {
     /// Where durable state, TLS material and the admin token live; `None` keeps everything in
     /// memory.
     pub data_dir: Option<PathBuf>,
+    /// How the write-ahead log in `data_dir` is opened: whether a damaged or missing log is
+    /// repaired (accepting the loss) instead of refused, and when it is compacted.
+    pub wal: WalConfig,
     /// How many recent changes the watch history keeps.
     pub history_capacity: usize,
     /// How many bytes of recent changes the watch history keeps.
@@ -52,6 +57,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: None,
+            wal: WalConfig::default(),
             history_capacity: StoreConfig::default().history_capacity,
             history_bytes: StoreConfig::default().history_bytes,
             max_watches_per_user: 2_000,
@@ -67,6 +73,14 @@ impl Config {
     #[must_use]
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets how the write-ahead log is opened ([`WalConfig::repair`] starts on a damaged log,
+    /// accepting the loss).
+    #[must_use]
+    pub fn wal(mut self, wal: WalConfig) -> Self {
+        self.wal = wal;
         self
     }
 
@@ -163,7 +177,9 @@ impl ApiServer {
     /// marks the server ready.
     pub async fn start(config: Config) -> Result<ApiServer, ServerError> {
         let backend: Arc<dyn Backend> = match &config.data_dir {
-            Some(dir) => Arc::new(WalBackend::open(dir).map_err(ServerError::Storage)?),
+            Some(dir) => {
+                Arc::new(WalBackend::open_with(dir, &config.wal).map_err(ServerError::Storage)?)
+            }
             None => Arc::new(MemoryBackend),
         };
         Self::start_with_backend(config, backend).await

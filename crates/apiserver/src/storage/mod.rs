@@ -45,7 +45,7 @@ use serde_json::Value;
 pub use backend::{Backend, BackendError, FaultyBackend, Loaded, MemoryBackend, Record};
 pub use history::{EventType, WatchEvent, Watcher, render_line};
 pub use store::{Store, StoreConfig};
-pub use wal::WalBackend;
+pub use wal::{WalBackend, WalConfig};
 
 /// An object as stored: its JSON (with `metadata.resourceVersion` set) and its revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
