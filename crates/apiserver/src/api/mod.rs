@@ -4,6 +4,8 @@
 //! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
 //!   message, causes), and [`error::GroupResource`];
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
+//! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
+//!   query);
 //! - [`user`]: [`user::User`], who a request acts as.
 //!
 //! Nothing here imports another module of this crate: storage, schema, patch, the registry,
@@ -12,4 +14,5 @@
 pub mod body;
 pub mod error;
 pub mod field;
+pub mod request_info;
 pub mod user;

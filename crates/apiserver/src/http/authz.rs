@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, Uri, header};
 
 use super::error::{ApiError, GroupResource};
-use super::request::{self, Target as PathTarget};
+use super::request::{RequestInfo, Target as PathTarget};
 use super::{App, User};
 use crate::auth::rbac::{Attributes, ResourceAttributes, Target, is_master};
 use crate::auth::sa_token::{Claims, ISSUER};
@@ -114,7 +114,11 @@ pub(crate) async fn authorize(
         Err(resp) => return *resp,
     };
     if !is_master(&user) {
-        let attrs = attributes(req.method(), req.uri());
+        let info = match req.extensions().get::<Arc<RequestInfo>>() {
+            Some(info) => info.clone(),
+            None => Arc::new(RequestInfo::new(req.method(), req.uri())),
+        };
+        let attrs = attributes(&info);
         let decision = app.rbac.snapshot().authorize(&user, &attrs);
         if let Some(log) = &app.authorizations {
             log.record(&user.name, &attrs, decision.allowed);
@@ -407,14 +411,7 @@ pub(crate) fn forbidden(user: &str, attrs: &Attributes, reason: &str) -> ApiErro
 }
 
 /// The name a `fieldSelector` pins with `metadata.name=X` (or `==`), if any.
-fn selected_name(query: Option<&str>) -> Option<String> {
-    let q: Vec<(String, String)> = serde_urlencoded::from_str(query?).ok()?;
-    let selector = q
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "fieldSelector")?
-        .1
-        .clone();
+fn selected_name(selector: &str) -> Option<String> {
     selector.split(',').find_map(|req| {
         let req = req.trim();
         let value = req
@@ -424,60 +421,37 @@ fn selected_name(query: Option<&str>) -> Option<String> {
     })
 }
 
-fn watch_requested(query: Option<&str>) -> bool {
-    let Some(q) = query else { return false };
-    serde_urlencoded::from_str::<Vec<(String, String)>>(q)
-        .ok()
-        .and_then(|q| q.into_iter().rev().find(|(k, _)| k == "watch"))
-        .is_some_and(|(_, v)| request::query_bool(Some(&v)) == Some(true))
-}
-
-/// The RBAC attributes of a request (spec §18.2).
-pub(crate) fn attributes(method: &Method, uri: &Uri) -> Attributes {
-    let path = uri.path();
-    let PathTarget::Resource(p) = request::parse(path) else {
+/// The RBAC attributes of a request (spec §18.2), from its [`RequestInfo`].
+pub(crate) fn attributes(info: &RequestInfo) -> Attributes {
+    let PathTarget::Resource(p) = &info.target else {
         return Attributes {
-            verb: method.as_str().to_ascii_lowercase(),
+            verb: info.verb.clone(),
             target: Target::NonResource {
-                path: path.to_string(),
+                path: info.path.clone(),
             },
         };
     };
-    let mut name = p.name.unwrap_or_default();
-    let mut namespace = p.namespace.unwrap_or_default();
+    let mut name = p.name.clone().unwrap_or_default();
+    let mut namespace = p.namespace.clone().unwrap_or_default();
     if p.group.is_empty() && p.resource == "namespaces" && namespace.is_empty() {
         namespace = name.clone();
     }
-    let watching = p.watch || watch_requested(uri.query());
-    let verb = match *method {
-        Method::GET | Method::HEAD if watching => "watch",
-        Method::GET | Method::HEAD if name.is_empty() => "list",
-        Method::GET | Method::HEAD => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE if name.is_empty() => "deletecollection",
-        Method::DELETE => "delete",
-        _ => "",
-    };
-    let verb = if verb.is_empty() {
-        method.as_str().to_ascii_lowercase()
-    } else {
-        verb.to_string()
-    };
     if name.is_empty()
-        && (verb == "list" || verb == "watch")
-        && let Some(selected) = selected_name(uri.query())
+        && (info.verb == "list" || info.verb == "watch")
+        && let Some(selected) = info
+            .query
+            .get("fieldSelector")
+            .and_then(|s| selected_name(s))
     {
         name = selected;
     }
     Attributes {
-        verb,
+        verb: info.verb.clone(),
         target: Target::Resource(ResourceAttributes {
-            group: p.group,
-            version: p.version,
-            resource: p.resource,
-            subresource: p.subresource.unwrap_or_default(),
+            group: p.group.clone(),
+            version: p.version.clone(),
+            resource: p.resource.clone(),
+            subresource: p.subresource.clone().unwrap_or_default(),
             namespace,
             name,
         }),
@@ -645,7 +619,7 @@ mod tests {
     use super::*;
 
     fn attrs(method: Method, uri: &str) -> Attributes {
-        attributes(&method, &uri.parse().expect("uri"))
+        attributes(&RequestInfo::new(&method, &uri.parse().expect("uri")))
     }
 
     fn resource(a: &Attributes) -> (&str, &ResourceAttributes) {

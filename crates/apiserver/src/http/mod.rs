@@ -15,7 +15,7 @@ pub mod negotiate;
 pub mod openapi;
 pub(crate) mod protobuf;
 pub mod render;
-pub mod request;
+pub use crate::api::request_info as request;
 pub mod resources;
 pub(crate) mod reviews;
 pub mod scale;
@@ -88,7 +88,16 @@ pub fn router(app: Arc<App>) -> Router {
             authz::authorize,
         ))
         .layer(middleware::from_fn_with_state(app.clone(), authenticate))
+        .layer(middleware::from_fn(parse_request))
         .with_state(app)
+}
+
+/// The edge of the pipeline: parses the request once into a [`RequestInfo`] that every later
+/// stage (authentication, authorization, the handlers) reads from the extensions.
+async fn parse_request(mut req: Request, next: Next) -> Response {
+    let info = Arc::new(request::RequestInfo::new(req.method(), req.uri()));
+    req.extensions_mut().insert(info);
+    next.run(req).await
 }
 
 /// Paths anyone may read, as real servers allow `system:public-info-viewer`.

@@ -1,6 +1,5 @@
 //! Resource requests: parse, route to a verb, call the registry, render the answer.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -24,15 +23,8 @@ use crate::registry::rest::{
 };
 use crate::storage::{Preconditions, Storage};
 
-/// Query parameters, last value wins.
-pub(crate) type Query = HashMap<String, String>;
-
-fn parse_query(q: Option<&str>) -> Query {
-    q.and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
-}
+/// Query parameters, last value wins (parsed once, in [`request::RequestInfo`]).
+pub(crate) use crate::api::request_info::Query;
 
 fn flag(q: &Query, name: &str) -> Option<bool> {
     request::query_bool(q.get(name).map(String::as_str))
@@ -41,19 +33,25 @@ fn flag(q: &Query, name: &str) -> Option<bool> {
 /// The entry point for every path that is not a fixed meta endpoint.
 pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let query = parse_query(parts.uri.query());
-    let result = match request::parse(parts.uri.path()) {
-        Target::CoreGroups | Target::Groups | Target::Group(_) | Target::GroupVersion { .. }
+    let info = match parts.extensions.get::<Arc<request::RequestInfo>>() {
+        Some(info) => info.clone(),
+        None => Arc::new(request::RequestInfo::new(&parts.method, &parts.uri)),
+    };
+    let result = match info.target.clone() {
+        target @ (Target::CoreGroups
+        | Target::Groups
+        | Target::Group(_)
+        | Target::GroupVersion { .. })
             if parts.method == Method::GET =>
         {
-            return discovery::serve(&app, &request::parse(parts.uri.path()), &parts.headers);
+            return discovery::serve(&app, &target, &parts.headers);
         }
         Target::Resource(path) if super::reviews::handles(&path) => {
             return super::reviews::serve(&app, &parts, path, body).await;
         }
         Target::Resource(path) => {
             let user = parts.extensions.get::<Arc<super::User>>().cloned();
-            resource(&app, parts.method, &parts.headers, path, query, body, user).await
+            resource(&app, parts.method, &parts.headers, path, &info, body, user).await
         }
         Target::Unknown
         | Target::CoreGroups
@@ -243,10 +241,12 @@ async fn resource(
     method: Method,
     headers: &HeaderMap,
     path: ResourcePath,
-    q: Query,
+    info: &request::RequestInfo,
     body: Body,
     user: Option<Arc<super::User>>,
 ) -> Result<Response, ApiError> {
+    let q = &info.query;
+    let watching = info.verb == "watch";
     let catalog = app.registry.catalog();
     let res = catalog
         .find(&path.group, &path.version, &path.resource)
@@ -260,7 +260,6 @@ async fn resource(
         return Err(ApiError::NoSuchPath);
     }
     let ns = path.namespace.as_deref();
-    let watching = path.watch || flag(&q, "watch").unwrap_or(false);
     let not_allowed = |verb: &str| ApiError::MethodNotAllowed {
         verb: verb.to_string(),
         resource: res.group_resource().to_string(),
@@ -270,13 +269,13 @@ async fn resource(
         (None, None) => match method {
             Method::GET if watching => {
                 let shape = negotiate::object_shape(headers)?;
-                let params = list_params(&q)?;
+                let params = list_params(q)?;
                 let slot = app.watches.acquire(user.as_deref())?;
-                watch::serve(app, &res, ns, &params, shape, &q, slot).await
+                watch::serve(app, &res, ns, &params, shape, q, slot).await
             }
             Method::GET => {
                 let shape = negotiate::object_shape(headers)?;
-                let params = list_params(&q)?;
+                let params = list_params(q)?;
                 let out = app.registry.list(&res, ns, &params).await?;
                 let body = match shape {
                     Shape::Object => render::list_body(&res, &out),
@@ -311,17 +310,17 @@ async fn resource(
                     return Err(ApiError::NoSuchPath);
                 }
                 let shape = negotiate::object_shape(headers)?;
-                let mut opts = write_options(&q)?;
+                let mut opts = write_options(q)?;
                 default_field_manager(&mut opts, headers);
                 let bytes = read_body(body).await?;
                 let obj = decode_object(headers, &bytes)?;
                 let reply = app.registry.create(&res, ns, obj, &opts).await?;
-                reply_response(reply, &res, shape, &q)
+                reply_response(reply, &res, shape, q)
             }
             Method::DELETE if res.allows("deletecollection") => {
                 let bytes = read_body(body).await?;
-                let opts = delete_options(headers, &bytes, &q)?;
-                let params = list_params(&q)?;
+                let opts = delete_options(headers, &bytes, q)?;
+                let params = list_params(q)?;
                 delete_collection(app, &res, ns, &params, &opts).await
             }
             _ => Err(not_allowed(method.as_str())),
@@ -334,12 +333,12 @@ async fn resource(
                 ));
             }
             match sub {
-                None => object(app, method, headers, &res, ns, name, Part::Main, body, &q).await,
+                None => object(app, method, headers, &res, ns, name, Part::Main, body, q).await,
                 Some("status") if res.subresources.status => {
-                    object(app, method, headers, &res, ns, name, Part::Status, body, &q).await
+                    object(app, method, headers, &res, ns, name, Part::Status, body, q).await
                 }
                 Some("scale") if res.subresources.scale.is_some() => {
-                    super::scale::serve(app, method, headers, &res, ns, name, body, &q).await
+                    super::scale::serve(app, method, headers, &res, ns, name, body, q).await
                 }
                 Some("finalize") if res.kind == "Namespace" && method == Method::PUT => {
                     let bytes = read_body(body).await?;

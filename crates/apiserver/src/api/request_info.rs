@@ -1,15 +1,91 @@
-//! Turns a request path into what it addresses: a meta endpoint, a discovery document, or a
-//! resource (group, version, resource, namespace, name, subresource).
+//! What a request addresses and asks, parsed once at the edge: [`RequestInfo`].
+//!
+//! The path becomes a [`Target`] (a meta endpoint, a discovery document, or a resource: group,
+//! version, resource, namespace, name, subresource), the method and path together become the
+//! Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+//! `deletecollection`), and the query becomes a map. HTTP builds one per request and keeps it
+//! in the request's extensions; authorization, the handlers and audit read it from there
+//! instead of parsing the request again.
 //!
 //! Routing is done here rather than by axum routes because the set of resources changes at run
 //! time (custom resources) and Kubernetes paths are ambiguous in ways a route table cannot
 //! express (`/api/v1/namespaces/{x}/{y}` is a namespace subresource when `y` is `status` or
 //! `finalize`, else a resource `y` in namespace `x`).
 
+use std::collections::HashMap;
+
+/// A request's query parameters; a repeated parameter keeps its last value.
+pub type Query = HashMap<String, String>;
+
+/// A request, parsed once: see the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// The request's path.
+    pub path: String,
+    /// What the path addresses.
+    pub target: Target,
+    /// The Kubernetes verb of a resource request (`list`, `watch`, `deletecollection`, …), or
+    /// the lower-cased HTTP method of any other request.
+    pub verb: String,
+    /// The query parameters.
+    pub query: Query,
+}
+
+impl RequestInfo {
+    /// Parses a request's method, path and query.
+    pub fn new(method: &http::Method, uri: &http::Uri) -> RequestInfo {
+        let target = parse(uri.path());
+        let query: Query = uri
+            .query()
+            .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let verb = match &target {
+            Target::Resource(p) => {
+                let named = p.name.is_some();
+                let watching =
+                    p.watch || query_bool(query.get("watch").map(String::as_str)) == Some(true);
+                match *method {
+                    http::Method::GET | http::Method::HEAD if watching => Some("watch"),
+                    http::Method::GET | http::Method::HEAD if !named => Some("list"),
+                    http::Method::GET | http::Method::HEAD => Some("get"),
+                    http::Method::POST => Some("create"),
+                    http::Method::PUT => Some("update"),
+                    http::Method::PATCH => Some("patch"),
+                    http::Method::DELETE if !named => Some("deletecollection"),
+                    http::Method::DELETE => Some("delete"),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        RequestInfo {
+            path: uri.path().to_string(),
+            target,
+            verb: verb.map_or_else(|| method.as_str().to_ascii_lowercase(), str::to_string),
+            query,
+        }
+    }
+
+    /// The resource path, for a resource request.
+    pub fn resource(&self) -> Option<&ResourcePath> {
+        match &self.target {
+            Target::Resource(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A boolean query parameter, read as Kubernetes reads one ([`query_bool`]).
+    pub fn flag(&self, name: &str) -> Option<bool> {
+        query_bool(self.query.get(name).map(String::as_str))
+    }
+}
+
 /// A boolean query parameter as Kubernetes reads one (`Convert_Slice_string_To_bool`): absent
 /// is `None`; `0` and `false` (in any case) are false; anything else, the empty string and
 /// `garbage` included, is true.
-pub(crate) fn query_bool(value: Option<&str>) -> Option<bool> {
+pub fn query_bool(value: Option<&str>) -> Option<bool> {
     value.map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
 }
 
