@@ -25,8 +25,12 @@
 //!   `messageExpression`, or `failed rule: <rule>`. An evaluation error (`no such key`, a
 //!   type mismatch) is a cause too, never a panic.
 //!
+//! - **Limits** (`limits`): before parsing, a rule is at most 100,000 characters and 250
+//!   levels deep (cel-go's limits, which Kubernetes keeps), so no rule text can make the
+//!   parser, the check or the interpreter overflow the stack.
+//!
 //! This file compiles; `eval` evaluates, `check` is the static check, `library` adds
-//! Kubernetes' list and regex functions.
+//! Kubernetes' list and regex functions, `limits` bounds the size and depth of rules.
 //!
 //! Not done (see `docs/design/crd-schema.md`): a full static type check (what `check` cannot
 //! type fails when it runs, not when the CRD is created), cost estimation and budgets,
@@ -35,6 +39,7 @@
 mod check;
 mod eval;
 mod library;
+mod limits;
 
 pub(crate) use self::eval::{validate, validate_with_base};
 
@@ -342,6 +347,10 @@ fn compile_expression(
     optional_old_self: Option<bool>,
     want: Kind,
 ) -> Result<Program, CompileError> {
+    // Refuse what would make the parser, the check or the interpreter recurse too deep,
+    // before parsing (see `limits`).
+    let unlocated = |msg: String| CompileError::Issues(format!("ERROR: <input>:-1:0: {msg}"));
+    limits::check_source(source).map_err(unlocated)?;
     let program = ENV.compile(source).map_err(|errs| {
         CompileError::Issues(
             errs.errors
@@ -351,6 +360,7 @@ fn compile_expression(
                 .join("\n"),
         )
     })?;
+    limits::check_tree(program.expression()).map_err(unlocated)?;
     let mut checker = Checker {
         source,
         program: &program,
@@ -1132,6 +1142,38 @@ mod tests {
                 got.iter().any(|g| g.starts_with(&want)),
                 "{schema}\nwant: {want}\ngot:  {got:#?}"
             );
+        }
+    }
+
+    #[test]
+    fn rules_deeper_or_longer_than_kubernetes_allows_are_schema_errors() {
+        // Issue 11, defect 3: such rules used to overflow the stack when compiled or run.
+        let at = "s.properties[spec].x-kubernetes-validations[0]";
+        let too_deep = "ERROR: <input>:-1:0: expression recursion limit exceeded: 250";
+        let cases = [
+            (
+                json!({"rule": format!("self.name{} == 'a'", ".x".repeat(1_000))}),
+                format!("{at}.rule"),
+                format!("compilation failed: {too_deep}"),
+            ),
+            (
+                json!({"rule": "true", "messageExpression": format!("'a'{}", " + 'a'".repeat(300))}),
+                format!("{at}.messageExpression"),
+                format!("messageExpression compilation failed: {too_deep}"),
+            ),
+            (
+                json!({"rule": "x".repeat(100_001)}),
+                format!("{at}.rule"),
+                "compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100001, limit 100000".to_string(),
+            ),
+        ];
+        for (rule, field, message) in cases {
+            let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": props(), "x-kubernetes-validations": [rule]}}});
+            let errs = Structural::from_json(&schema, "s").expect_err("refused");
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert_eq!(errs[0].field, field);
+            assert!(errs[0].to_string().ends_with(&message), "{}", errs[0]);
         }
     }
 
