@@ -135,6 +135,39 @@ async fn rules_that_nest_too_deep_or_are_too_long_are_refused_with_the_crd() {
 }
 
 #[tokio::test]
+async fn rules_whose_estimated_cost_exceeds_the_budget_are_refused_with_the_crd() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let env = TestEnv::start().await.expect("start");
+        let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+        let hint = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+        // A million lists of a million numbers would fill the memory; a string replaced ten
+        // times over would be 10^10 characters long.
+        for rule in [
+            "lists.range(1000000).map(x, lists.range(1000000)).size() > 0".to_string(),
+            format!("'a'{} != ''", ".replace('', 'aaaaaaaaaa')".repeat(10)),
+        ] {
+            let status = api_error(
+                crds.create(&PostParams::default(), &deep_crd(&rule))
+                    .await
+                    .expect_err("the CRD is refused"),
+            );
+            assert_eq!(status.code, 422, "{}", status.message);
+            let causes = status.details.map(|d| d.causes).unwrap_or_default();
+            assert_eq!(causes.len(), 1, "{causes:?}");
+            assert_eq!(causes[0].field, RULE_FIELD);
+            assert_eq!(causes[0].reason, "FieldValueForbidden");
+            assert_eq!(
+                causes[0].message,
+                format!("Forbidden: estimated rule cost exceeds budget by factor of more than 100x {hint}")
+            );
+        }
+        still_serving(&env).await;
+    })
+    .await
+    .expect("no hang");
+}
+
+#[tokio::test]
 async fn a_rule_just_within_the_depth_limit_is_accepted_and_evaluated() {
     tokio::time::timeout(TEST_TIMEOUT, async {
         let env = TestEnv::start().await.expect("start");

@@ -28,15 +28,21 @@
 //! - **Limits** (`limits`): before parsing, a rule is at most 100,000 characters and 250
 //!   levels deep (cel-go's limits, which Kubernetes keeps), so no rule text can make the
 //!   parser, the check or the interpreter overflow the stack.
+//! - **Cost** (`cost`): each rule's worst-case cost is estimated from the schema's bounds and
+//!   refused over Kubernetes' budgets (10,000,000 per rule times the values it runs on,
+//!   100,000,000 per schema), so no accepted rule can run for hours or fill the memory.
 //!
 //! This file compiles; `eval` evaluates, `check` is the static check, `library` adds
-//! Kubernetes' list and regex functions, `limits` bounds the size and depth of rules.
+//! Kubernetes' list and regex functions, `limits` bounds the size and depth of rules, `cost`
+//! estimates what they cost.
 //!
 //! Not done (see `docs/design/crd-schema.md`): a full static type check (what `check` cannot
-//! type fails when it runs, not when the CRD is created), cost estimation and budgets,
-//! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
+//! type fails when it runs, not when the CRD is created), a runtime cost tracker (the crate
+//! has none; the static estimate stands in), `timestamp`/`duration`/`quantity`/`url`/`ip`
+//! values, and ratcheting.
 
 mod check;
+mod cost;
 mod eval;
 mod library;
 mod limits;
@@ -107,6 +113,11 @@ pub(crate) struct Rule {
     /// Whether the rule mentions `oldSelf`.
     transition: bool,
     optional_old_self: bool,
+    /// The schema path of the entry (`<node>.x-kubernetes-validations[i]`), for cost errors.
+    at: String,
+    /// The estimated cost of one evaluation of the rule, and of its `messageExpression`.
+    cost: f64,
+    message_cost: f64,
 }
 
 impl Rule {
@@ -271,6 +282,13 @@ fn compile_one(
             return None;
         }
     };
+    let cost = cost::estimate(program.expression(), node);
+    if cost > cost::RULE_COST_LIMIT {
+        errs.push(FieldError::forbidden(
+            rule_at.clone(),
+            cost::exceeds("estimated rule cost", cost, cost::RULE_COST_LIMIT),
+        ));
+    }
     let transition = mentions_old_self(program.expression());
     if transition && let Some(list) = place.uncorrelatable {
         errs.push(FieldError::invalid(
@@ -298,7 +316,20 @@ fn compile_one(
             None
         }
         Some(m) => match compile_expression(m, node, place.root, optional_old_self, Kind::String) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                let cost = cost::estimate(p.expression(), node);
+                if cost > cost::RULE_COST_LIMIT {
+                    errs.push(FieldError::forbidden(
+                        format!("{at}.messageExpression"),
+                        cost::exceeds(
+                            "estimated messageExpression cost",
+                            cost,
+                            cost::RULE_COST_LIMIT,
+                        ),
+                    ));
+                }
+                Some(p)
+            }
             Err(e) => {
                 let why = match e {
                     CompileError::Issues(issues) => {
@@ -318,6 +349,9 @@ fn compile_one(
     if errs.len() != before {
         return None;
     }
+    let message_cost = message_expression
+        .as_ref()
+        .map_or(0.0, |m| cost::estimate(m.expression(), node));
     Some(Rule {
         source: source.to_string(),
         program,
@@ -327,7 +361,16 @@ fn compile_one(
         field_path,
         transition,
         optional_old_self: optional_old_self == Some(true),
+        at: at.to_string(),
+        cost,
+        message_cost,
     })
+}
+
+/// The errors of the estimated costs of all the rules of a parsed schema (`root`, at
+/// `base`); see `cost`.
+pub(crate) fn cost_errors(root: &Structural, base: &str) -> Vec<FieldError> {
+    cost::schema_errors(root, base)
 }
 
 /// Why an expression was refused.
@@ -583,7 +626,9 @@ mod tests {
             "labels": {"type": "object", "additionalProperties": {"type": "string"}},
             "x-y": {"type": "string"},
             "in": {"type": "string"},
+            // Bounded, as Kubernetes' cost estimate wants for rules that map a list twice.
             "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "maxItems": 100,
                 "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
         })
     }
