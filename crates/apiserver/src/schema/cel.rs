@@ -25,16 +25,27 @@
 //!   `messageExpression`, or `failed rule: <rule>`. An evaluation error (`no such key`, a
 //!   type mismatch) is a cause too, never a panic.
 //!
+//! - **Limits** (`limits`): before parsing, a rule is at most 100,000 characters and 250
+//!   levels deep (cel-go's limits, which Kubernetes keeps), so no rule text can make the
+//!   parser, the check or the interpreter overflow the stack.
+//! - **Cost** (`cost`): each rule's worst-case cost is estimated from the schema's bounds and
+//!   refused over Kubernetes' budgets (10,000,000 per rule times the values it runs on,
+//!   100,000,000 per schema), so no accepted rule can run for hours or fill the memory.
+//!
 //! This file compiles; `eval` evaluates, `check` is the static check, `library` adds
-//! Kubernetes' list and regex functions.
+//! Kubernetes' list and regex functions, `limits` bounds the size and depth of rules, `cost`
+//! estimates what they cost.
 //!
 //! Not done (see `docs/design/crd-schema.md`): a full static type check (what `check` cannot
-//! type fails when it runs, not when the CRD is created), cost estimation and budgets,
-//! `timestamp`/`duration`/`quantity`/`url`/`ip` values, and ratcheting.
+//! type fails when it runs, not when the CRD is created), a runtime cost tracker (the crate
+//! has none; the static estimate stands in), `timestamp`/`duration`/`quantity`/`url`/`ip`
+//! values, and ratcheting.
 
 mod check;
+mod cost;
 mod eval;
 mod library;
+mod limits;
 
 pub(crate) use self::eval::{validate, validate_with_base};
 
@@ -102,6 +113,11 @@ pub(crate) struct Rule {
     /// Whether the rule mentions `oldSelf`.
     transition: bool,
     optional_old_self: bool,
+    /// The schema path of the entry (`<node>.x-kubernetes-validations[i]`), for cost errors.
+    at: String,
+    /// The estimated cost of one evaluation of the rule, and of its `messageExpression`.
+    cost: f64,
+    message_cost: f64,
 }
 
 impl Rule {
@@ -266,6 +282,13 @@ fn compile_one(
             return None;
         }
     };
+    let cost = cost::estimate(program.expression(), node);
+    if cost > cost::RULE_COST_LIMIT {
+        errs.push(FieldError::forbidden(
+            rule_at.clone(),
+            cost::exceeds("estimated rule cost", cost, cost::RULE_COST_LIMIT),
+        ));
+    }
     let transition = mentions_old_self(program.expression());
     if transition && let Some(list) = place.uncorrelatable {
         errs.push(FieldError::invalid(
@@ -293,7 +316,20 @@ fn compile_one(
             None
         }
         Some(m) => match compile_expression(m, node, place.root, optional_old_self, Kind::String) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                let cost = cost::estimate(p.expression(), node);
+                if cost > cost::RULE_COST_LIMIT {
+                    errs.push(FieldError::forbidden(
+                        format!("{at}.messageExpression"),
+                        cost::exceeds(
+                            "estimated messageExpression cost",
+                            cost,
+                            cost::RULE_COST_LIMIT,
+                        ),
+                    ));
+                }
+                Some(p)
+            }
             Err(e) => {
                 let why = match e {
                     CompileError::Issues(issues) => {
@@ -313,6 +349,9 @@ fn compile_one(
     if errs.len() != before {
         return None;
     }
+    let message_cost = message_expression
+        .as_ref()
+        .map_or(0.0, |m| cost::estimate(m.expression(), node));
     Some(Rule {
         source: source.to_string(),
         program,
@@ -322,7 +361,16 @@ fn compile_one(
         field_path,
         transition,
         optional_old_self: optional_old_self == Some(true),
+        at: at.to_string(),
+        cost,
+        message_cost,
     })
+}
+
+/// The errors of the estimated costs of all the rules of a parsed schema (`root`, at
+/// `base`); see `cost`.
+pub(crate) fn cost_errors(root: &Structural, base: &str) -> Vec<FieldError> {
+    cost::schema_errors(root, base)
 }
 
 /// Why an expression was refused.
@@ -342,6 +390,10 @@ fn compile_expression(
     optional_old_self: Option<bool>,
     want: Kind,
 ) -> Result<Program, CompileError> {
+    // Refuse what would make the parser, the check or the interpreter recurse too deep,
+    // before parsing (see `limits`).
+    let unlocated = |msg: String| CompileError::Issues(format!("ERROR: <input>:-1:0: {msg}"));
+    limits::check_source(source).map_err(unlocated)?;
     let program = ENV.compile(source).map_err(|errs| {
         CompileError::Issues(
             errs.errors
@@ -351,6 +403,7 @@ fn compile_expression(
                 .join("\n"),
         )
     })?;
+    limits::check_tree(program.expression()).map_err(unlocated)?;
     let mut checker = Checker {
         source,
         program: &program,
@@ -573,7 +626,9 @@ mod tests {
             "labels": {"type": "object", "additionalProperties": {"type": "string"}},
             "x-y": {"type": "string"},
             "in": {"type": "string"},
+            // Bounded, as Kubernetes' cost estimate wants for rules that map a list twice.
             "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "maxItems": 100,
                 "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
         })
     }
@@ -1132,6 +1187,38 @@ mod tests {
                 got.iter().any(|g| g.starts_with(&want)),
                 "{schema}\nwant: {want}\ngot:  {got:#?}"
             );
+        }
+    }
+
+    #[test]
+    fn rules_deeper_or_longer_than_kubernetes_allows_are_schema_errors() {
+        // Issue 11, defect 3: such rules used to overflow the stack when compiled or run.
+        let at = "s.properties[spec].x-kubernetes-validations[0]";
+        let too_deep = "ERROR: <input>:-1:0: expression recursion limit exceeded: 250";
+        let cases = [
+            (
+                json!({"rule": format!("self.name{} == 'a'", ".x".repeat(1_000))}),
+                format!("{at}.rule"),
+                format!("compilation failed: {too_deep}"),
+            ),
+            (
+                json!({"rule": "true", "messageExpression": format!("'a'{}", " + 'a'".repeat(300))}),
+                format!("{at}.messageExpression"),
+                format!("messageExpression compilation failed: {too_deep}"),
+            ),
+            (
+                json!({"rule": "x".repeat(100_001)}),
+                format!("{at}.rule"),
+                "compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100001, limit 100000".to_string(),
+            ),
+        ];
+        for (rule, field, message) in cases {
+            let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": props(), "x-kubernetes-validations": [rule]}}});
+            let errs = Structural::from_json(&schema, "s").expect_err("refused");
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert_eq!(errs[0].field, field);
+            assert!(errs[0].to_string().ends_with(&message), "{}", errs[0]);
         }
     }
 

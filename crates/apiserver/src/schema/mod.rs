@@ -136,7 +136,11 @@ impl Structural {
     /// Parses `schema` (a CRD version's `openAPIV3Schema`) and checks that it is structural.
     /// Error paths start with `base`, e.g. `spec.versions[0].schema.openAPIV3Schema`.
     pub fn from_json(schema: &Value, base: &str) -> Result<Structural, Vec<FieldError>> {
-        structural::parse(schema, base)
+        let s = structural::parse(schema, base)?;
+        // The rules' costs depend on where they sit (a rule under list items runs per item),
+        // so they are checked on the whole tree.
+        let errs = cel::cost_errors(&s, base);
+        if errs.is_empty() { Ok(s) } else { Err(errs) }
     }
 
     /// The schema of property `name` of an object node (from `properties`, else from
