@@ -227,6 +227,33 @@ pub struct QueueMetrics {
     pub(crate) retries: Counter,
 }
 
+impl kore_workqueue::Metrics for QueueMetrics {
+    fn added(&self) {
+        self.adds.inc();
+        self.depth.inc();
+    }
+
+    fn handed_out(&self, waited: Option<std::time::Duration>) {
+        self.depth.dec();
+        if let Some(waited) = waited {
+            self.queue_duration.observe(waited.as_secs_f64());
+        }
+    }
+
+    fn settled(&self, worked: std::time::Duration) {
+        self.work_duration.observe(worked.as_secs_f64());
+    }
+
+    fn retried(&self) {
+        self.retries.inc();
+    }
+
+    fn dropped(&self, waiting: usize) {
+        self.depth
+            .dec_by(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+}
+
 /// How a reconcile ended, as `controller_runtime_reconcile_total`'s `result` label counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReconcileResult {

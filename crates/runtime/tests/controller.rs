@@ -296,6 +296,77 @@ async fn a_key_out_of_retries_is_quarantined_until_its_object_changes() -> anyho
     Ok(())
 }
 
+/// Issue 10, item 5: the quarantine Warning goes through the runtime's event recorder, so a
+/// key quarantined again soon after counts on one Event's series (it used to hand-build a new
+/// core Event every time).
+#[tokio::test(start_paused = true)]
+async fn a_key_quarantined_twice_leaves_one_event_counting_both() -> anyhow::Result<()> {
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    let env = Env::start().await?;
+    env.create("flaky", "bad").await?;
+    let calls = Calls::default();
+    let c = calls.clone();
+    let controller = Controller::for_::<ConfigMap>(&env.informers)
+        .max_retries(1)
+        .build(reconciler_fn(move |request: Request<ConfigMap>| {
+            let c = c.clone();
+            async move {
+                c.record(&request);
+                let value = request
+                    .object()
+                    .and_then(|cm| cm.data.clone()?.get("v").cloned());
+                match value.as_deref() {
+                    Some(v) if v.starts_with("bad") => {
+                        Err(ReconcileError::Retry(Failed("bad value")))
+                    }
+                    _ => Ok(Action::done()),
+                }
+            }
+        }));
+    let task = env.run(controller).await;
+    let events: Api<NewEvent> = Api::namespaced(env.client.clone(), "default");
+    let quarantines = || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let found: Vec<NewEvent> = list
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(controller::REASON_QUARANTINED))
+            .collect();
+        Some(found)
+    };
+
+    calls.wait_for_count("flaky", 2).await?;
+    wait_for(Duration::from_secs(10), || async {
+        quarantines().await.filter(|f| !f.is_empty())
+    })
+    .await?;
+    // A change releases the key; it fails its retries again and is quarantined again.
+    env.set("flaky", "bad-again").await?;
+    calls.wait_for_count("flaky", 4).await?;
+    let counted = wait_for(Duration::from_secs(10), || async {
+        quarantines().await.filter(|f| {
+            f.iter()
+                .any(|e| e.series.as_ref().is_some_and(|s| s.count == 2))
+        })
+    })
+    .await?;
+    assert_eq!(
+        counted.len(),
+        1,
+        "one Event for both quarantines: {counted:?}"
+    );
+    let event = &counted[0];
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.action.as_deref(), Some(controller::ACTION_RECONCILE));
+    assert_eq!(event.reporting_controller.as_deref(), Some("configmap"));
+    let regarding = event.regarding.as_ref().expect("regarding");
+    assert_eq!(regarding.name.as_deref(), Some("flaky"));
+    assert_eq!(regarding.kind.as_deref(), Some("ConfigMap"));
+    env.shutdown.cancel();
+    task.await??;
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_reconciler_is_told_when_its_object_is_gone() -> anyhow::Result<()> {
     let env = Env::start().await?;

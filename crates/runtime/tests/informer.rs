@@ -781,3 +781,28 @@ async fn public_futures_are_send(
     send(client.create(&ConfigMap::default(), &PostParams::default()));
     send(client.delete(&ObjectKey::cluster("x"), &DeleteParams::default()));
 }
+
+/// Issue 10, item 5: informers started with a tracker run on it — those created before the
+/// start and after it — so a manager's shutdown phase for them waits until they have ended
+/// (they used to be spawned untracked, and the phase waited on nothing).
+#[tokio::test]
+async fn informers_started_with_a_tracker_run_on_it_and_end_on_shutdown() -> anyhow::Result<()> {
+    let env = TestEnv::start().await?;
+    let client = env.client();
+    let informers = Informers::new(client.clone());
+    let early = informers.get::<ConfigMap>(InformerConfig::default());
+    let tracker = tokio_util::task::TaskTracker::new();
+    let shutdown = CancellationToken::new();
+    informers.start_with(shutdown.clone(), tracker.clone());
+    let late = informers.get::<ConfigMap>(InformerConfig::default().namespace("default"));
+    tokio::time::timeout(WAIT, informers.wait_until_synced()).await?;
+    assert!(early.is_started() && late.is_started());
+    assert_eq!(tracker.len(), 2, "both informers' loops are tracked");
+    shutdown.cancel();
+    tracker.close();
+    tokio::time::timeout(WAIT, tracker.wait())
+        .await
+        .context("the informers' loops end on shutdown")?;
+    assert!(tracker.is_empty());
+    Ok(())
+}

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::level::{self, Next};
 use crate::registry::Registry;
 use crate::registry::rest::{Part, WriteOptions};
 use crate::selector::LabelSelector;
@@ -19,30 +20,21 @@ use crate::storage::{ListOptions, Storage as _};
 
 const CLUSTER_ROLES: &str = "/rbac.authorization.k8s.io/clusterroles/";
 
-/// Runs the controller until `stop` is cancelled.
+/// Runs the controller until `stop` is cancelled: one aggregation pass at start and one per
+/// batch of ClusterRole changes.
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
-    loop {
-        let from = registry.store().current_rv();
-        let Ok(mut watcher) = registry.store().watch(CLUSTER_ROLES, from) else {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
-            }
-        };
-        aggregate_all(&registry).await;
-        loop {
-            let event = tokio::select! {
-                () = stop.cancelled() => return,
-                e = watcher.next() => e,
-            };
-            if event.is_err() {
-                break;
-            }
-            // One pass covers every change queued meanwhile.
-            while let Ok(Some(_)) = watcher.try_next() {}
-            aggregate_all(&registry).await;
-        }
-    }
+    let registry = &*registry;
+    level::run(
+        registry,
+        &stop,
+        "clusterroles",
+        &[CLUSTER_ROLES],
+        |_| async move {
+            aggregate_all(registry).await;
+            Next::Wait
+        },
+    )
+    .await;
 }
 
 /// The union of the rules of `roles` (other than `name`) that `selectors` match, in name order

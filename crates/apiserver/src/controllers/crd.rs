@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::level::{self, Next};
 use crate::http::error::ApiError;
 use crate::registry::crd::custom::Build;
 use crate::registry::crd::{self, CLEANUP_FINALIZER, STORAGE_PREFIX, has_condition};
@@ -38,33 +39,19 @@ const RECHECK: Duration = Duration::from_millis(200);
 
 /// Runs the controller until `stop` is cancelled.
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
+    let registry = &*registry;
     let prefix = format!("{STORAGE_PREFIX}/");
-    let mut from = registry.store().current_rv();
-    loop {
-        let pending = match sync(&registry).await {
-            Ok(pending) => pending,
+    level::run(registry, &stop, "crd", &[prefix.as_str()], |_| async move {
+        match sync(registry).await {
+            Ok(false) => Next::Wait,
+            Ok(true) => Next::RecheckAfter(RECHECK),
             Err(e) => {
                 tracing::warn!(error = %e, "CRD controller pass failed");
-                true
+                Next::RecheckAfter(RECHECK)
             }
-        };
-        let mut watcher = match registry.store().watch(&prefix, from) {
-            Ok(w) => w,
-            Err(_) => {
-                from = registry.store().current_rv();
-                continue;
-            }
-        };
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(RECHECK), if pending => {}
-            event = watcher.next() => match event {
-                Ok(e) => from = e.rv,
-                Err(StorageError::Expired { .. }) => from = registry.store().current_rv(),
-                Err(_) => {}
-            },
         }
-    }
+    })
+    .await;
 }
 
 /// Why a CRD's names were not accepted.

@@ -28,17 +28,19 @@
 //!   dependent created while its owner's deletion is being processed may outlive the owner
 //!   briefly before it is collected, as in Kubernetes.
 //! - A failed action has its object decided again after a per-object exponential delay
-//!   ([`RETRY_MIN`] doubling up to [`RETRY_MAX`], reset by a success); conflicts and missing
+//!   ([`RETRY_MIN`] doubling up to [`RETRY_MAX`], reset by a success), which the
+//!   `kore-workqueue` queue the workers take from keeps and fires itself; conflicts and missing
 //!   objects are not retried, since the change that caused them arrives as a watch event.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use kore_workqueue::{ExponentialBackoff, Guard, Queue, QueueConfig, Retry, TokenBucket};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -463,10 +465,26 @@ impl Graph {
         out
     }
 
-    /// Forgets what was handed out for `uid` and decides it again (after a failed action).
-    fn retry(&mut self, uid: Uid) {
+    /// Decides `uid` again after a failed action, forgetting what was handed out for it; returns
+    /// its work, or `None` when it is gone or needs nothing now.
+    fn recheck(
+        &mut self,
+        uid: Uid,
+        namespaced_kind: &dyn Fn(&str, &str) -> Option<bool>,
+    ) -> Option<Work> {
         self.issued.remove(&uid);
-        self.dirty.insert(uid);
+        let action = self.decide(&uid, namespaced_kind)?;
+        let node = self.nodes.get(&uid)?;
+        self.issued.insert(uid.clone(), (node.rv, action.clone()));
+        Some(Work {
+            uid,
+            rv: node.rv,
+            group: node.group.clone(),
+            kind: node.kind.clone(),
+            namespace: node.namespace.clone(),
+            name: node.name.clone(),
+            action,
+        })
     }
 
     /// Applies one watch event.
@@ -486,119 +504,96 @@ impl Graph {
     }
 }
 
-/// The work queue between the graph and the workers: one entry per object, where a newer
-/// action replaces a queued one, and an object is never worked on by two workers at once (an
-/// action arriving meanwhile runs after the current one).
-#[derive(Debug, Default)]
-struct Queue {
-    state: Mutex<QueueState>,
-    notify: Notify,
+/// The work queue between the graph and the workers: kore-workqueue's queue of uids (one
+/// worker per object, duplicates collapse, an object queued while it is worked on runs once
+/// more afterwards, per-object exponential backoff through the queue's own delayed re-add),
+/// with the newest undone action of each object beside it, so a newer action replaces a queued
+/// one.
+#[derive(Debug)]
+struct WorkQueue {
+    uids: Queue<Uid>,
+    pending: Mutex<HashMap<Uid, Pending>>,
 }
 
-#[derive(Debug, Default)]
-struct QueueState {
-    order: VecDeque<Uid>,
-    queued: HashMap<Uid, Work>,
-    active: HashSet<Uid>,
-    parked: HashMap<Uid, Work>,
-    /// Consecutive failures per object, for the retry delay.
-    failures: HashMap<Uid, u32>,
-    closed: bool,
+/// What a queued uid stands for.
+#[derive(Debug)]
+enum Pending {
+    /// This action, decided by the graph.
+    Work(Work),
+    /// The last action failed: ask the graph to decide the object again.
+    Recheck,
 }
 
-impl Queue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+/// An object handed to a worker: what to do, and the queue's guard that settles it.
+struct Job {
+    pending: Option<Pending>,
+    guard: Guard<Uid>,
+}
+
+impl WorkQueue {
+    /// An empty queue; failed objects wait [`RETRY_MIN`] doubling up to [`RETRY_MAX`], with no
+    /// rate shared between objects.
+    fn new() -> Self {
+        let config = QueueConfig::default()
+            .backoff(ExponentialBackoff::new(RETRY_MIN, RETRY_MAX))
+            .token_bucket(TokenBucket::unlimited());
+        Self {
+            uids: Queue::new(config),
+            pending: Mutex::new(HashMap::new()),
+        }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uid, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `work`, replacing an action of the same object not yet handed out.
     fn push(&self, work: Work) {
-        let mut s = self.lock();
-        if s.active.contains(&work.uid) {
-            s.parked.insert(work.uid.clone(), work);
-            return;
-        }
         let uid = work.uid.clone();
-        if s.queued.insert(uid.clone(), work).is_none() {
-            s.order.push_back(uid);
-        }
-        drop(s);
-        self.notify.notify_one();
+        self.lock().insert(uid.clone(), Pending::Work(work));
+        self.uids.add(uid);
     }
 
+    /// Stops handing out work; work in progress finishes.
     fn close(&self) {
-        self.lock().closed = true;
-        self.notify.notify_waiters();
+        self.uids.shutdown();
     }
 
-    /// The next work item, or `None` once the queue is closed.
-    async fn next(&self) -> Option<Work> {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut s = self.lock();
-                if s.closed {
-                    return None;
-                }
-                if let Some(uid) = s.order.pop_front()
-                    && let Some(work) = s.queued.remove(&uid)
-                {
-                    s.active.insert(uid);
-                    let more = !s.order.is_empty();
-                    drop(s);
-                    if more {
-                        // Pass the wake-up on: another worker can take the next item.
-                        self.notify.notify_one();
-                    }
-                    return Some(work);
-                }
-            }
-            notified.await;
-        }
+    /// The next object to work on, or `None` once the queue is closed. `pending` is `None` when
+    /// a newer hand-out of the object already took its action (nothing is left to do).
+    async fn next(&self) -> Option<Job> {
+        let guard = self.uids.next().await?;
+        let pending = self.lock().remove(guard.key());
+        Some(Job { pending, guard })
     }
 
-    /// Records how the last action on `uid` went; returns the delay before retrying it when
-    /// it failed (exponential per object, reset by a success).
-    fn settle(&self, uid: &Uid, failed: bool) -> Duration {
-        let mut s = self.lock();
-        if !failed {
-            s.failures.remove(uid);
-            return Duration::ZERO;
-        }
-        let n = s.failures.entry(uid.clone()).or_default();
-        let delay = RETRY_MIN
-            .saturating_mul(2u32.saturating_pow((*n).min(31)))
-            .min(RETRY_MAX);
-        *n = n.saturating_add(1);
-        delay
-    }
-
-    /// Marks `uid` finished; an action that arrived meanwhile is queued.
-    fn done(&self, uid: &Uid) {
-        let mut s = self.lock();
-        s.active.remove(uid);
-        if let Some(work) = s.parked.remove(uid) {
-            drop(s);
-            self.push(work);
-        }
+    /// Settles a failed job: the object is decided again after its backoff, unless a newer
+    /// action arrived meanwhile (that one runs at once). Returns the queue's verdict.
+    fn retry(&self, job: Job) -> Retry {
+        self.lock()
+            .entry(job.guard.key().clone())
+            .or_insert(Pending::Recheck);
+        job.guard.retry()
     }
 }
+
+/// A worker's request to decide one object again, answered with its work (if any).
+type Recheck = (Uid, oneshot::Sender<Option<Work>>);
 
 /// Runs the garbage collector until `stop` is cancelled.
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
-    let queue = Arc::new(Queue::default());
-    let (retry_tx, mut retry_rx) = mpsc::channel::<Uid>(1024);
+    let queue = Arc::new(WorkQueue::new());
+    let (recheck_tx, mut recheck_rx) = mpsc::channel::<Recheck>(WORKERS);
     let workers = TaskTracker::new();
     for _ in 0..WORKERS {
         workers.spawn(work(
             registry.clone(),
             queue.clone(),
-            retry_tx.clone(),
+            recheck_tx.clone(),
             stop.clone(),
         ));
     }
-    drop(retry_tx);
+    drop(recheck_tx);
     'sync: loop {
         let (mut graph, mut watcher) = match initial_graph(&registry) {
             Ok(v) => v,
@@ -641,17 +636,16 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
                     }
                     hand_out(&registry, &mut graph, &queue);
                 }
-                Some(uid) = retry_rx.recv() => {
-                    if !graph.nodes.contains_key(&uid) {
-                        // Gone meanwhile: nothing left to retry, forget its failures.
-                        queue.settle(&uid, false);
-                    }
-                    graph.retry(uid);
-                    hand_out(&registry, &mut graph, &queue);
+                Some((uid, reply)) = recheck_rx.recv() => {
+                    let work = graph.recheck(uid, &namespaced_kind(&registry));
+                    // A worker that stopped waiting has nothing left to do with it.
+                    let _ = reply.send(work);
                 }
             }
         }
     }
+    // Workers waiting for an answer get none (their request fails) rather than wait forever.
+    drop(recheck_rx);
     queue.close();
     workers.close();
     workers.wait().await;
@@ -672,17 +666,21 @@ fn initial_graph(registry: &Registry) -> Result<(Graph, Watcher), StorageError> 
     Ok((graph, watcher))
 }
 
-/// Decides the marked objects and queues their work.
-fn hand_out(registry: &Registry, graph: &mut Graph, queue: &Queue) {
+/// Whether the served kind `group`/`kind` is namespaced (`None`: not served).
+fn namespaced_kind(registry: &Registry) -> impl Fn(&str, &str) -> Option<bool> {
     let catalog = registry.catalog();
-    let namespaced_kind = |group: &str, kind: &str| {
+    move |group: &str, kind: &str| {
         catalog
             .resources()
             .iter()
             .find(|r| r.group == group && r.kind == kind)
             .map(|r| r.namespaced)
-    };
-    for work in graph.drain_dirty(&namespaced_kind) {
+    }
+}
+
+/// Decides the marked objects and queues their work.
+fn hand_out(registry: &Registry, graph: &mut Graph, queue: &WorkQueue) {
+    for work in graph.drain_dirty(&namespaced_kind(registry)) {
         queue.push(work);
     }
 }
@@ -700,31 +698,39 @@ fn resource_for(registry: &Registry, group: &str, kind: &str) -> Option<Arc<Reso
 /// A worker: carries out queued work until the queue closes.
 async fn work(
     registry: Arc<Registry>,
-    queue: Arc<Queue>,
-    retry: mpsc::Sender<Uid>,
+    queue: Arc<WorkQueue>,
+    recheck: mpsc::Sender<Recheck>,
     stop: CancellationToken,
 ) {
-    while let Some(item) = queue.next().await {
-        let outcome = carry_out(&registry, &item).await;
-        queue.done(&item.uid);
-        match outcome {
-            // The object changed or went away: its watch event brings it back to the graph.
-            Ok(()) | Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {
-                queue.settle(&item.uid, false);
+    while let Some(mut job) = queue.next().await {
+        let item = match job.pending.take() {
+            Some(Pending::Work(item)) => item,
+            // A newer hand-out already took the action: nothing left to do.
+            None => continue,
+            // Its backoff is over: the graph decides the object again on its current view.
+            Some(Pending::Recheck) => {
+                let (tx, rx) = oneshot::channel();
+                let uid = job.guard.key().clone();
+                let decided = tokio::select! {
+                    () = stop.cancelled() => return,
+                    sent = recheck.send((uid, tx)) => match sent {
+                        Ok(()) => rx.await.ok().flatten(),
+                        Err(_) => return,
+                    },
+                };
+                match decided {
+                    Some(item) => item,
+                    // Gone, or nothing to do any more: settled as a success.
+                    None => continue,
+                }
             }
+        };
+        match carry_out(&registry, &item).await {
+            // The object changed or went away: its watch event brings it back to the graph.
+            Ok(()) | Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => drop(job),
             Err(e) => {
-                let delay = queue.settle(&item.uid, true);
-                tracing::warn!(kind = %item.kind, name = %item.name, action = ?item.action, error = %e, "garbage collector action failed; retrying");
-                let retry = retry.clone();
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = stop.cancelled() => {}
-                        () = tokio::time::sleep(delay) => {
-                            let _ = retry.send(item.uid).await;
-                        }
-                    }
-                });
+                let retry = queue.retry(job);
+                tracing::warn!(kind = %item.kind, name = %item.name, action = ?item.action, error = %e, ?retry, "garbage collector action failed; retrying");
             }
         }
     }
@@ -839,7 +845,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use super::{Action, Graph, Policy, Queue, RETRY_MAX, RETRY_MIN, Work};
+    use super::{Action, Graph, Pending, Policy, RETRY_MAX, RETRY_MIN, Work, WorkQueue};
     use crate::storage::{EventType, WatchEvent};
 
     /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
@@ -1163,9 +1169,14 @@ mod tests {
         assert_eq!(decisions(&mut g).len(), 1);
         g.dirty.insert(Arc::from("d"));
         assert_eq!(decisions(&mut g), vec![]);
-        // A failed action is handed out again.
-        g.retry(Arc::from("d"));
-        assert_eq!(decisions(&mut g).len(), 1);
+        // A failed action is decided again when its object is rechecked.
+        let again = g.recheck(Arc::from("d"), &namespaced_kind);
+        assert_eq!(
+            again.map(|w| w.action),
+            Some(Action::Delete(Policy::Background))
+        );
+        assert_eq!(decisions(&mut g), vec![], "and not handed out twice");
+        assert!(g.recheck(Arc::from("gone"), &namespaced_kind).is_none());
         // An older event never replaces a newer state.
         event(
             &mut g,
@@ -1202,28 +1213,36 @@ mod tests {
         }
     }
 
+    /// The action a job carries, if any.
+    fn action_of(job: &super::Job) -> Option<(&str, &Action)> {
+        match &job.pending {
+            Some(Pending::Work(w)) => Some((&*w.uid, &w.action)),
+            _ => None,
+        }
+    }
+
     #[tokio::test]
     async fn the_queue_never_hands_one_object_to_two_workers_and_keeps_the_newest_action() {
-        let q = Queue::default();
+        let q = WorkQueue::new();
         q.push(work("a", Action::Delete(Policy::Background)));
         q.push(work("a", Action::Delete(Policy::Foreground)));
         q.push(work("b", Action::RemoveFinalizer("orphan")));
         let first = q.next().await.expect("work");
         assert_eq!(
-            (&*first.uid, &first.action),
-            ("a", &Action::Delete(Policy::Foreground)),
+            action_of(&first),
+            Some(("a", &Action::Delete(Policy::Foreground))),
             "the newer action replaced the queued one"
         );
-        // Pushed while `a` is in progress: parked until it is done.
+        // Pushed while `a` is in progress: held back until it is done.
         q.push(work("a", Action::Delete(Policy::Orphan)));
         let second = q.next().await.expect("work");
-        assert_eq!(&*second.uid, "b");
-        assert!(q.lock().order.is_empty());
-        q.done(&first.uid);
+        assert_eq!(action_of(&second).map(|(uid, _)| uid), Some("b"));
+        assert!(q.uids.is_empty(), "a is not handed out while it is held");
+        drop(first);
         let third = q.next().await.expect("work");
         assert_eq!(
-            (&*third.uid, &third.action),
-            ("a", &Action::Delete(Policy::Orphan))
+            action_of(&third),
+            Some(("a", &Action::Delete(Policy::Orphan)))
         );
         q.close();
         assert!(q.next().await.is_none());
@@ -1331,17 +1350,81 @@ mod tests {
         task.await.expect("the collector stops");
     }
 
-    #[test]
-    fn retry_delays_double_per_failure_up_to_the_cap_and_reset_on_success() {
-        let q = Queue::default();
-        let uid: Arc<str> = Arc::from("a");
-        let delays: Vec<Duration> = (0..3).map(|_| q.settle(&uid, true)).collect();
-        assert_eq!(delays, [RETRY_MIN, RETRY_MIN * 2, RETRY_MIN * 4]);
-        for _ in 0..60 {
-            assert!(q.settle(&uid, true) <= RETRY_MAX);
+    /// Issue 10, item 5: a failed action is retried through the queue's own delayed re-add,
+    /// after a per-object backoff that doubles and is reset by a success.
+    #[tokio::test(start_paused = true)]
+    async fn failed_objects_come_back_for_a_recheck_after_a_doubling_backoff() {
+        let q = WorkQueue::new();
+        q.push(work("a", Action::Delete(Policy::Background)));
+        let mut job = q.next().await.expect("work");
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            let failed = tokio::time::Instant::now();
+            assert!(matches!(q.retry(job), kore_workqueue::Retry::After(_)));
+            job = q.next().await.expect("the retry");
+            waits.push(failed.elapsed());
+            assert!(
+                matches!(job.pending, Some(Pending::Recheck)),
+                "a retry asks the graph to decide again"
+            );
         }
-        assert_eq!(q.settle(&uid, true), RETRY_MAX);
-        q.settle(&uid, false);
-        assert_eq!(q.settle(&uid, true), RETRY_MIN);
+        assert_eq!(waits, [RETRY_MIN, RETRY_MIN * 2, RETRY_MIN * 4]);
+        // A success (the guard dropped) resets the backoff.
+        drop(job);
+        q.push(work("a", Action::Delete(Policy::Background)));
+        let job = q.next().await.expect("work");
+        assert_eq!(
+            q.retry(job),
+            kore_workqueue::Retry::After(RETRY_MIN),
+            "the backoff starts afresh"
+        );
+        assert!(RETRY_MIN * 2u32.pow(20) > RETRY_MAX, "the cap is reached");
+    }
+
+    /// Issue 10, item 5: a failing collector keeps no task per failed object (it slept in a
+    /// detached task per retry), and stops with everything it spawned.
+    #[tokio::test(start_paused = true)]
+    async fn failing_actions_spawn_no_task_per_object() {
+        use crate::registry::Registry;
+        use crate::storage::{FaultyBackend, MemoryBackend, Storage, Store, StoreConfig};
+        let (backend, failing) = FaultyBackend::new(MemoryBackend);
+        let store = Store::open(Arc::new(backend), StoreConfig::default()).expect("store");
+        let registry = Arc::new(Registry::new(store));
+        for i in 0..100 {
+            let name = format!("lost-{i}");
+            registry
+                .store()
+                .create(
+                    &format!("/core/configmaps/ns/{name}"),
+                    cm(&name, "ns", json!([owner("ghost", true)]), json!([]), false),
+                )
+                .await
+                .expect("create");
+        }
+        // Every write reports a failure from now on: each deletion the collector tries is retried.
+        failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let before = metrics.num_alive_tasks();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(super::run(registry.clone(), stop.clone()));
+        // Paused time advances only when every task is idle: each object has failed once and
+        // waits for its first retry.
+        tokio::time::sleep(RETRY_MIN / 2).await;
+        let alive = metrics.num_alive_tasks() - before;
+        assert!(
+            alive <= super::WORKERS + 4,
+            "{alive} tasks alive for 100 failing objects"
+        );
+        for _ in 0..3 {
+            tokio::time::sleep(RETRY_MIN * 8).await;
+            assert!(metrics.num_alive_tasks() - before <= super::WORKERS + 4);
+        }
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the collector stops")
+            .expect("without a panic");
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.num_alive_tasks(), before, "every task ended");
     }
 }

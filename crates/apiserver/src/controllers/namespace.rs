@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::level::{self, Next};
 use crate::http::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};
@@ -31,33 +32,24 @@ const RECHECK: Duration = Duration::from_millis(200);
 
 /// Runs the controller until `stop` is cancelled.
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
-    let prefix = "/core/namespaces/";
-    let mut from = registry.store().current_rv();
-    loop {
-        let pending = match sweep(&registry).await {
-            Ok(pending) => pending,
-            Err(e) => {
-                tracing::warn!(error = %e, "namespace controller sweep failed");
-                true
+    let registry = &*registry;
+    level::run(
+        registry,
+        &stop,
+        "namespace",
+        &["/core/namespaces/"],
+        |_| async move {
+            match sweep(registry).await {
+                Ok(false) => Next::Wait,
+                Ok(true) => Next::RecheckAfter(RECHECK),
+                Err(e) => {
+                    tracing::warn!(error = %e, "namespace controller sweep failed");
+                    Next::RecheckAfter(RECHECK)
+                }
             }
-        };
-        let mut watcher = match registry.store().watch(prefix, from) {
-            Ok(w) => w,
-            Err(_) => {
-                from = registry.store().current_rv();
-                continue;
-            }
-        };
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(RECHECK), if pending => {}
-            event = watcher.next() => match event {
-                Ok(e) => from = e.rv,
-                Err(StorageError::Expired { .. }) => from = registry.store().current_rv(),
-                Err(_) => {}
-            },
-        }
-    }
+        },
+    )
+    .await;
 }
 
 /// Processes every terminating namespace once; returns whether any is still waiting.

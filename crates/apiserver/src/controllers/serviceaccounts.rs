@@ -12,10 +12,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::level::{self, Next, Trigger};
 use crate::http::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::WriteOptions;
-use crate::storage::{EventType, ListOptions, Storage as _, StorageError, WatchEvent};
+use crate::storage::{EventType, ListOptions, Storage as _, WatchEvent};
 
 const NAMESPACES: &str = "/core/namespaces/";
 const ACCOUNTS: &str = "/core/serviceaccounts/";
@@ -23,38 +24,29 @@ const ACCOUNTS: &str = "/core/serviceaccounts/";
 /// The name of the ServiceAccount every namespace gets.
 pub const DEFAULT_ACCOUNT: &str = "default";
 
-/// Runs the controller until `stop` is cancelled.
+/// Runs the controller until `stop` is cancelled: every namespace is checked at start (and
+/// after a watch had to restart), then each namespace change and each deleted `default`
+/// ServiceAccount is handled as it arrives.
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
-    loop {
-        let from = registry.store().current_rv();
-        let watchers = (
-            registry.store().watch(NAMESPACES, from),
-            registry.store().watch(ACCOUNTS, from),
-        );
-        let (Ok(mut namespaces), Ok(mut accounts)) = watchers else {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
-            }
-        };
-        ensure_everywhere(&registry).await;
-        loop {
-            let event = tokio::select! {
-                () = stop.cancelled() => return,
-                e = namespaces.next() => e,
-                e = accounts.next() => e,
-            };
-            match event {
-                Ok(e) => handle(&registry, &e).await,
-                // Fell behind the history: start over with a full pass.
-                Err(StorageError::Expired { .. }) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "serviceaccount controller watch failed");
-                    break;
+    let registry = &*registry;
+    level::run(
+        registry,
+        &stop,
+        "serviceaccounts",
+        &[NAMESPACES, ACCOUNTS],
+        |trigger| async move {
+            match trigger {
+                Trigger::Changed(events) => {
+                    for event in &events {
+                        handle(registry, event).await;
+                    }
                 }
+                Trigger::Resync | Trigger::Recheck => ensure_everywhere(registry).await,
             }
-        }
-    }
+            Next::Wait
+        },
+    )
+    .await;
 }
 
 async fn handle(registry: &Registry, event: &WatchEvent) {

@@ -64,8 +64,9 @@ pub use self::reconciler::{
     Action, FnReconciler, ReconcileError, Reconciler, Request, reconciler_fn,
 };
 use self::source::{MapFn, SourceFn, Tombstones};
-pub use self::worker::REASON_QUARANTINED;
+pub use self::worker::{ACTION_RECONCILE, REASON_QUARANTINED};
 use crate::cache::{ObjectKey, Store};
+use crate::events::{Recorder, Reporter};
 use crate::informer::{Informable, InformerConfig, Informers, SharedInformer};
 use crate::manager::{RunError, Runnable};
 use crate::metrics::{ControllerMetrics, Metrics};
@@ -357,7 +358,8 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
                 tombstones,
                 reconciler,
                 metrics,
-                client,
+                recorder: Recorder::new(client, Reporter::new(name.clone())),
+                tasks: tracker.clone(),
             });
             for _ in 0..workers {
                 pool.spawn(worker::run(shared.clone()));

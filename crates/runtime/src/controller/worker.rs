@@ -5,21 +5,23 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ObjectMeta, PostParams};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::reconciler::{Action, ReconcileError, Reconciler, Request};
 use super::source::Tombstones;
 use crate::cache::{ObjectKey, Store};
+use crate::events::{Event, EventType, Recorder};
 use crate::informer::Informable;
 use crate::metrics::{ControllerMetrics, ReconcileResult};
 use crate::queue::{Guard, Queue, Retry};
 
 /// The reason of the Warning event recorded when a key is quarantined.
 pub const REASON_QUARANTINED: &str = "ReconcileQuarantined";
+
+/// The action of the Warning event recorded when a key is quarantined.
+pub const ACTION_RECONCILE: &str = "Reconcile";
 
 /// What every worker of one controller shares.
 pub(crate) struct Shared<K, R> {
@@ -29,7 +31,10 @@ pub(crate) struct Shared<K, R> {
     pub(crate) tombstones: Arc<Tombstones<K>>,
     pub(crate) reconciler: Arc<R>,
     pub(crate) metrics: ControllerMetrics,
-    pub(crate) client: kube::Client,
+    /// Records the controller's own events (quarantines), as the controller's name.
+    pub(crate) recorder: Recorder,
+    /// Tracks the tasks workers spawn (event writes), so the controller waits for them.
+    pub(crate) tasks: TaskTracker,
 }
 
 /// Runs until the queue shuts down. The reconcile in flight always finishes.
@@ -138,7 +143,9 @@ fn is_cached<K>(store: &Store<K>, key: &ObjectKey, scratch: &mut String) -> bool
 }
 
 /// Records that `key` ran out of retries: a metric, a log line and a Warning event on the
-/// object (sent from its own task, so the worker does not wait for the API server).
+/// object through the controller's [`Recorder`], so a key quarantined again soon after counts
+/// on the same Event's series. The event is sent from a task on the controller's tracker, so
+/// the worker does not wait for the API server and the controller's shutdown waits for it.
 fn quarantined<K, R>(shared: &Shared<K, R>, key: ObjectKey, error: &str)
 where
     K: Informable,
@@ -148,37 +155,19 @@ where
     let Some(obj) = shared.store.get(&key) else {
         return;
     };
-    let involved = obj.object_ref(&());
-    let namespace = key
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
-    let now = Time(jiff::Timestamp::now());
-    let event = CoreEvent {
-        metadata: ObjectMeta {
-            name: Some(format!("{}.{:016x}", key.name, rand::random::<u64>())),
-            namespace: Some(namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        involved_object: involved,
-        reason: Some(REASON_QUARANTINED.to_owned()),
-        message: Some(format!(
+    let regarding = obj.object_ref(&());
+    let event = Event {
+        type_: EventType::Warning,
+        reason: REASON_QUARANTINED.to_owned(),
+        action: ACTION_RECONCILE.to_owned(),
+        note: Some(format!(
             "reconcile failed too many times ({error}); not retried until the object changes"
         )),
-        type_: Some("Warning".to_owned()),
-        source: Some(EventSource {
-            component: Some(shared.name.clone()),
-            host: None,
-        }),
-        reporting_component: Some(shared.name.clone()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        ..CoreEvent::default()
+        related: None,
     };
-    let api = kube::Api::<CoreEvent>::namespaced(shared.client.clone(), &namespace);
-    tokio::spawn(async move {
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
+    let recorder = shared.recorder.clone();
+    shared.tasks.spawn(async move {
+        if let Err(error) = recorder.publish(&event, &regarding).await {
             tracing::warn!(%error, "recording the quarantine event failed");
         }
     });

@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::backoff::Backoff;
 use super::watcher::{Event, Watcher};
@@ -199,13 +200,20 @@ impl<K: Informable> SharedInformer<K> {
     }
 
     /// Starts the list/watch loop (once; later calls do nothing). It stops when `shutdown`
-    /// is cancelled; subscriptions then end.
+    /// is cancelled; subscriptions then end. The loop's task is not tracked: to wait for it
+    /// to end, use [`start_with`](Self::start_with).
     pub fn start(&self, shutdown: CancellationToken) {
+        self.start_with(shutdown, &TaskTracker::new());
+    }
+
+    /// [`start`](Self::start), with the loop's task spawned on `tracker`, so whoever owns the
+    /// tracker (a manager's shutdown phase) can wait for the loop to end.
+    pub fn start_with(&self, shutdown: CancellationToken, tracker: &TaskTracker) {
         if self.shared.started.swap(true, Ordering::AcqRel) {
             return;
         }
         let this = self.clone();
-        tokio::spawn(async move { this.run(shutdown).await });
+        tracker.spawn(async move { this.run(shutdown).await });
     }
 
     /// Whether the loop was started.
@@ -335,6 +343,8 @@ impl<K: Informable> SharedInformer<K> {
 
 type InformerId = (TypeId, Option<String>, Option<String>, Option<String>);
 type SyncWait = Box<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+/// Starts one informer on a tracker, once the registry is started.
+type Starter = Box<dyn FnOnce(CancellationToken, &TaskTracker) + Send>;
 
 /// The informers of one manager: one per kind, namespace and selectors, however many
 /// controllers ask for it. Cheap to clone.
@@ -347,9 +357,11 @@ pub struct Informers {
 #[derive(Default)]
 struct Registry {
     informers: HashMap<InformerId, Box<dyn Any + Send + Sync>>,
-    starters: Vec<Box<dyn FnOnce(CancellationToken) + Send>>,
+    starters: Vec<Starter>,
     synced: Vec<SyncWait>,
     shutdown: Option<CancellationToken>,
+    /// Where the informers' tasks are spawned once started.
+    tracker: TaskTracker,
 }
 
 impl Debug for Informers {
@@ -400,30 +412,39 @@ impl Informers {
             Box::pin(async move { store.wait_until_synced().await })
         }));
         match &registry.shutdown {
-            Some(token) => informer.start(token.child_token()),
+            Some(token) => informer.start_with(token.child_token(), &registry.tracker),
             None => {
                 let informer = informer.clone();
-                registry
-                    .starters
-                    .push(Box::new(move |token| informer.start(token)));
+                registry.starters.push(Box::new(move |token, tracker| {
+                    informer.start_with(token, tracker)
+                }));
             }
         }
         informer
     }
 
     /// Starts every informer, and from now on starts new ones as they are created. They stop
-    /// when `shutdown` is cancelled.
+    /// when `shutdown` is cancelled. Their tasks are not tracked: to wait for them to end, use
+    /// [`start_with`](Self::start_with).
     pub fn start(&self, shutdown: CancellationToken) {
+        self.start_with(shutdown, TaskTracker::new());
+    }
+
+    /// [`start`](Self::start), with every informer's task (those created later too) spawned on
+    /// `tracker`, so its owner can wait for them after cancelling `shutdown` (the manager's
+    /// informer phase does). Only the first call of `start` or `start_with` counts.
+    pub fn start_with(&self, shutdown: CancellationToken, tracker: TaskTracker) {
         let starters = {
             let mut registry = self.lock();
             if registry.shutdown.is_some() {
                 return;
             }
             registry.shutdown = Some(shutdown.clone());
+            registry.tracker = tracker.clone();
             std::mem::take(&mut registry.starters)
         };
         for start in starters {
-            start(shutdown.child_token());
+            start(shutdown.child_token(), &tracker);
         }
     }
 

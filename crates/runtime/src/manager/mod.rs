@@ -512,7 +512,7 @@ impl Manager {
             // 2. The shared informers, until every cache synced.
             let caches = Phase::new("informers");
             guard.tokens.push(caches.token.clone().drop_guard());
-            informers.start(caches.token.clone());
+            informers.start_with(caches.token.clone(), caches.tracker.clone());
             phases.push(caches);
             tokio::select! {
                 () = informers.wait_until_synced() => {}

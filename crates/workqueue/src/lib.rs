@@ -1,8 +1,12 @@
-//! A deduplicating, rate-limited workqueue with client-go's semantics, and a guard that makes
-//! its bookkeeping impossible to forget.
+//! kore-workqueue: a deduplicating, rate-limited workqueue with client-go's semantics, and a
+//! guard that makes its bookkeeping impossible to forget.
 //!
 //! Start with [`Queue::new`], [`Queue::add`] and [`Queue::next`]. The design and its
 //! invariants are written up in `docs/design/queue.md`.
+//!
+//! The crate depends on Tokio alone (and `tokio-util`'s timer wheel), so both the operator
+//! runtime (`kore_runtime::queue` re-exports it and reports to Prometheus through [`Metrics`])
+//! and the API server's garbage collector run their background work on the same queue.
 //!
 //! # Guarantees
 //!
@@ -53,7 +57,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::time::{DelayQueue, delay_queue};
 
 pub use self::rate_limit::{ExponentialBackoff, TokenBucket};
-use crate::metrics::QueueMetrics;
+
+/// The series a queue reports to, shared by its clones.
+type Hook = Arc<dyn Metrics>;
 
 /// The longest delay the queue schedules; longer ones are clamped to it, because the timer
 /// wheel under [`DelayQueue`] cannot hold deadlines much more than two years ahead.
@@ -66,7 +72,7 @@ pub struct QueueConfig {
     backoff: ExponentialBackoff,
     bucket: TokenBucket,
     max_retries: Option<u32>,
-    metrics: Option<QueueMetrics>,
+    metrics: Option<Hook>,
 }
 
 impl QueueConfig {
@@ -92,10 +98,11 @@ impl QueueConfig {
         self
     }
 
-    /// Reports depth, adds, latencies and retries to these series (default: no metrics).
+    /// Reports adds, hand-outs, settles and retries to `metrics` (default: no metrics). With
+    /// no metrics the queue does not read the clock on its hot paths.
     #[must_use]
-    pub fn metrics(mut self, metrics: QueueMetrics) -> Self {
-        self.metrics = Some(metrics);
+    pub fn metrics(mut self, metrics: impl Metrics) -> Self {
+        self.metrics = Some(Arc::new(metrics));
         self
     }
 }
@@ -113,6 +120,22 @@ pub enum Retry {
     Quarantined,
     /// The queue is shutting down and schedules nothing.
     ShutDown,
+}
+
+/// Where a queue reports what it does, for a metrics library to count (kore-runtime implements
+/// it with Prometheus series). Every method is called outside the queue's lock, or under it
+/// only for counting, so an implementation should be a few atomic operations.
+pub trait Metrics: fmt::Debug + Send + Sync + 'static {
+    /// A key was added and now waits to be handed out (the depth grew by one).
+    fn added(&self);
+    /// A key was handed out (the depth shrank by one) after waiting `waited`, when known.
+    fn handed_out(&self, waited: Option<Duration>);
+    /// A handed-out key settled after `worked`.
+    fn settled(&self, worked: Duration);
+    /// A failed key was scheduled for a retry after its backoff.
+    fn retried(&self);
+    /// The last handle of the queue went away with `waiting` keys not handed out.
+    fn dropped(&self, waiting: usize);
 }
 
 /// A workqueue of keys. Cheap to clone; clones share the queue.
@@ -150,7 +173,7 @@ struct Inner<K> {
     parked: AtomicUsize,
     /// Wakes `shutdown_with_drain` when the last guard settles.
     idle: Notify,
-    metrics: Option<QueueMetrics>,
+    metrics: Option<Hook>,
     /// Stops the timer task when the last handle goes.
     _timer: DropGuard,
 }
@@ -165,7 +188,7 @@ impl<K> Drop for Inner<K> {
                 |poisoned| poisoned.into_inner().ready.len(),
                 |s| s.ready.len(),
             );
-            m.depth.dec_by(i64::try_from(waiting).unwrap_or(i64::MAX));
+            m.dropped(waiting);
         }
     }
 }
@@ -218,7 +241,7 @@ impl Entry {
 impl<K: Clone + Eq + Hash> State<K> {
     /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
     /// Returns whether the key went into `ready` (so a parked worker should wake).
-    fn add(&mut self, key: K, now: Option<Instant>, metrics: Option<&QueueMetrics>) -> bool {
+    fn add(&mut self, key: K, now: Option<Instant>, metrics: Option<&dyn Metrics>) -> bool {
         if self.shut_down {
             return false;
         }
@@ -286,7 +309,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Hands out the next ready key.
-    fn pop(&mut self, metrics: Option<&QueueMetrics>) -> Option<(K, Option<Instant>)> {
+    fn pop(&mut self, metrics: Option<&dyn Metrics>) -> Option<(K, Option<Instant>)> {
         if self.shut_down {
             return None;
         }
@@ -302,11 +325,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         let started = match metrics {
             Some(m) => {
                 let now = Instant::now();
-                m.depth.dec();
-                if let Some(at) = queued_at {
-                    m.queue_duration
-                        .observe(now.saturating_duration_since(at).as_secs_f64());
-                }
+                m.handed_out(queued_at.map(|at| now.saturating_duration_since(at)));
                 Some(now)
             }
             None => None,
@@ -316,7 +335,7 @@ impl<K: Clone + Eq + Hash> State<K> {
 
     /// Settles a handed-out key. Returns what a retry did and whether the key went back into
     /// `ready`.
-    fn settle(&mut self, key: K, how: Settle, metrics: Option<&QueueMetrics>) -> (Retry, bool) {
+    fn settle(&mut self, key: K, how: Settle, metrics: Option<&dyn Metrics>) -> (Retry, bool) {
         if let Settle::Done = how {
             return (Retry::After(Duration::ZERO), self.settle_done(key));
         }
@@ -358,7 +377,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                     .max(self.bucket.reserve(now));
                 entry.failures = entry.failures.saturating_add(1);
                 if let Some(m) = metrics {
-                    m.retries.inc();
+                    m.retried();
                 }
                 schedule = Some(delay);
                 Retry::After(delay)
@@ -417,10 +436,9 @@ enum Settle {
     Retry,
 }
 
-fn count_add(metrics: Option<&QueueMetrics>) {
+fn count_add(metrics: Option<&dyn Metrics>) {
     if let Some(m) = metrics {
-        m.adds.inc();
-        m.depth.inc();
+        m.added();
     }
 }
 
@@ -452,13 +470,13 @@ where
         let mut woke = 0;
         let shut_down = {
             let mut state = self.lock();
-            let now = self.metrics.as_ref().map(|_| Instant::now());
+            let now = self.metrics.as_deref().map(|_| Instant::now());
             while let Poll::Ready(Some(expired)) = state.delayed.poll_expired(cx) {
                 let key = expired.into_inner();
                 if let Some(entry) = state.entries.get_mut(&key) {
                     entry.delay = None;
                 }
-                if state.add(key.clone(), now, self.metrics.as_ref()) {
+                if state.add(key.clone(), now, self.metrics.as_deref()) {
                     woke += 1;
                 } else {
                     state.remove_if_idle(&key);
@@ -525,8 +543,11 @@ where
     /// Adds `key` now. Does nothing if the key is already queued, is quarantined, or the queue
     /// is shut down; if a worker holds the key, it is handed out again once the guard settles.
     pub fn add(&self, key: K) {
-        let now = self.inner.metrics.as_ref().map(|_| Instant::now());
-        let woke = self.inner.lock().add(key, now, self.inner.metrics.as_ref());
+        let now = self.inner.metrics.as_deref().map(|_| Instant::now());
+        let woke = self
+            .inner
+            .lock()
+            .add(key, now, self.inner.metrics.as_deref());
         if woke {
             self.inner.wake(1);
         }
@@ -536,12 +557,12 @@ where
     /// Each key behaves as with [`add`](Self::add). The lock is held while `keys` is iterated,
     /// so pass keys that are already at hand, not an iterator that waits or computes much.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
-        let now = self.inner.metrics.as_ref().map(|_| Instant::now());
+        let now = self.inner.metrics.as_deref().map(|_| Instant::now());
         let mut woke = 0;
         {
             let mut state = self.inner.lock();
             for key in keys {
-                if state.add(key, now, self.inner.metrics.as_ref()) {
+                if state.add(key, now, self.inner.metrics.as_deref()) {
                     woke += 1;
                 }
             }
@@ -562,14 +583,14 @@ where
     /// Lifts the quarantine of `key`, resets its failures and adds it. Returns whether it was
     /// quarantined; if not, nothing changes (the key is not added).
     pub fn release(&self, key: &K) -> bool {
-        let now = self.inner.metrics.as_ref().map(|_| Instant::now());
+        let now = self.inner.metrics.as_deref().map(|_| Instant::now());
         let woke = {
             let mut state = self.inner.lock();
             match state.entries.get_mut(key) {
                 Some(entry) if entry.quarantined => {
                     entry.quarantined = false;
                     entry.failures = 0;
-                    state.add(key.clone(), now, self.inner.metrics.as_ref())
+                    state.add(key.clone(), now, self.inner.metrics.as_deref())
                 }
                 _ => return false,
             }
@@ -605,7 +626,7 @@ where
         if state.shut_down {
             return Some(None);
         }
-        let (key, started) = state.pop(self.inner.metrics.as_ref())?;
+        let (key, started) = state.pop(self.inner.metrics.as_deref())?;
         drop(state);
         Some(Some(Guard {
             queue: self.clone(),
@@ -675,7 +696,7 @@ where
     /// Settles `key` as done and pops the next key under the same lock. Returns
     /// `Some(Some(guard))`, `Some(None)` when shut down, or `None` when nothing is ready.
     fn settle_done_and_pop(&self, key: K, started: Option<Instant>) -> Option<Option<Guard<K>>> {
-        let metrics = self.inner.metrics.as_ref();
+        let metrics = self.inner.metrics.as_deref();
         let (popped, shut_down, idle) = {
             let mut state = self.inner.lock();
             // If the key went back into `ready`, this worker takes a key at once, so the
@@ -692,7 +713,7 @@ where
             self.inner.idle.notify_waiters();
         }
         if let (Some(m), Some(started)) = (metrics, started) {
-            m.work_duration.observe(started.elapsed().as_secs_f64());
+            m.settled(started.elapsed());
         }
         if shut_down {
             return Some(None);
@@ -706,7 +727,7 @@ where
     }
 
     fn settle(&self, key: K, how: Settle, started: Option<Instant>) -> Retry {
-        let metrics = self.inner.metrics.as_ref();
+        let metrics = self.inner.metrics.as_deref();
         let (outcome, woke, idle) = {
             let mut state = self.inner.lock();
             let (outcome, woke) = state.settle(key, how, metrics);
@@ -719,7 +740,7 @@ where
             self.inner.idle.notify_waiters();
         }
         if let (Some(m), Some(started)) = (metrics, started) {
-            m.work_duration.observe(started.elapsed().as_secs_f64());
+            m.settled(started.elapsed());
         }
         outcome
     }
@@ -1206,54 +1227,5 @@ mod tests {
         assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
         q.add("a");
         assert_eq!(drain_now(&q), vec!["a"]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn metrics_count_adds_depth_latencies_and_retries() {
-        let metrics = crate::metrics::Metrics::new();
-        let mut registry = prometheus_client::registry::Registry::default();
-        metrics.register(&mut registry);
-        let q = Queue::new(QueueConfig::default().metrics(metrics.queue("q")));
-        q.add("a");
-        q.add("a");
-        q.add("b");
-        let guard = q.next().await.expect("a");
-        tokio::time::sleep(Duration::from_millis(3)).await;
-        let _ = guard.retry();
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-        for line in [
-            "workqueue_adds_total{name=\"q\"} 2",
-            "workqueue_depth{name=\"q\"} 1",
-            "workqueue_retries_total{name=\"q\"} 1",
-            "workqueue_queue_duration_seconds_count{name=\"q\"} 1",
-            "workqueue_work_duration_seconds_count{name=\"q\"} 1",
-            "workqueue_work_duration_seconds_sum{name=\"q\"} 0.003",
-        ] {
-            assert!(text.contains(line), "missing {line:?} in\n{text}");
-        }
-    }
-
-    /// Issue 11, defect 8: a controller aborted on a lost Lease drops its queue with keys
-    /// waiting, and the queue of its next term reports to the same series.
-    #[tokio::test]
-    async fn a_dropped_queue_takes_its_waiting_keys_out_of_the_depth_gauge() {
-        let metrics = crate::metrics::Metrics::new();
-        let mut registry = prometheus_client::registry::Registry::default();
-        metrics.register(&mut registry);
-        let config = QueueConfig::default().metrics(metrics.queue("q"));
-        let first = Queue::new(config.clone());
-        first.add_all(["a", "b", "c"]);
-        let held = first.next().await.expect("a");
-        drop(held);
-        drop(first);
-        let second = Queue::new(config);
-        second.add("d");
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-        assert!(
-            text.contains("workqueue_depth{name=\"q\"} 1"),
-            "only the new queue's key counts:\n{text}"
-        );
     }
 }
