@@ -11,16 +11,26 @@ fn main() {
         }
         std::process::exit(2);
     };
-    for file in args {
-        let data = match std::fs::read(&file) {
-            Ok(data) => data,
-            Err(e) => {
-                eprintln!("{file}: {e}");
-                std::process::exit(1);
+    let files: Vec<String> = args.collect();
+    // On the stack size the fuzzer and the server use (see `kore_fuzz::STACK_SIZE`).
+    let replay = std::thread::Builder::new()
+        .stack_size(kore_fuzz::STACK_SIZE)
+        .spawn(move || {
+            for file in files {
+                let data = match std::fs::read(&file) {
+                    Ok(data) => data,
+                    Err(e) => {
+                        eprintln!("{file}: {e}");
+                        std::process::exit(1);
+                    }
+                };
+                eprintln!("{name}: {file} ({} bytes)", data.len());
+                (target.run)(&data);
             }
-        };
-        eprintln!("{name}: {file} ({} bytes)", data.len());
-        (target.run)(&data);
+        })
+        .expect("the replay thread starts");
+    if replay.join().is_err() {
+        std::process::exit(101);
     }
     eprintln!("no crash");
 }
