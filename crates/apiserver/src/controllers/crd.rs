@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::level::{self, Next};
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::registry::crd::custom::Build;
 use crate::registry::crd::{self, CLEANUP_FINALIZER, STORAGE_PREFIX, has_condition};
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};

@@ -44,7 +44,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::registry::rest::{DeleteOptions, FOREGROUND_DELETION, ORPHAN, Part, Target};
 use crate::registry::{Registry, Resource};
 use crate::storage::{
@@ -827,7 +827,7 @@ fn same_object(cur: &Value, item: &Work) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::Conflict {
-        resource: crate::http::error::GroupResource {
+        resource: crate::api::error::GroupResource {
             group: item.group.clone(),
             resource: String::new(),
         },

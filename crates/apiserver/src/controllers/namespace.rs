@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::level::{self, Next};
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};
 use crate::storage::{ListOptions, Storage, StorageError};

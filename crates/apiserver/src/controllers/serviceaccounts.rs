@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::level::{self, Next, Trigger};
-use crate::http::error::ApiError;
+use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::WriteOptions;
 use crate::storage::{EventType, ListOptions, Storage as _, WatchEvent};

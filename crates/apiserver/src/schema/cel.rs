@@ -60,7 +60,7 @@ use cel::{Env, Program};
 use serde_json::Value;
 
 use super::Structural;
-use crate::registry::validation::FieldError;
+use crate::api::field::FieldError;
 
 /// The environment every rule is compiled and run in, built once.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {

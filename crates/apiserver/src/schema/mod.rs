@@ -30,7 +30,7 @@ mod validate;
 
 use serde_json::Value;
 
-use crate::registry::validation::FieldError;
+use crate::api::field::FieldError;
 
 pub use self::validate::validate_with_base;
 
@@ -251,7 +251,7 @@ pub fn validate_rules(schema: &Structural, object: &Value, old: Option<&Value>) 
 /// type, a missing required field, an unsupported value, a value too long or a list too
 /// big), Kubernetes skips the rules and adds this error instead; `None` when rules may run.
 pub fn blocks_rules(errs: &[FieldError]) -> Option<FieldError> {
-    use crate::registry::validation::FieldErrorKind as K;
+    use crate::api::field::FieldErrorKind as K;
     errs.iter()
         .any(|e| {
             matches!(

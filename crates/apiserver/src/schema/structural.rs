@@ -26,7 +26,7 @@ use super::cel;
 use super::format::Format;
 use super::validate::{Checks, Pattern, validate_with_base};
 use super::{Additional, JsonType, ListType, Structural, prune};
-use crate::registry::validation::FieldError;
+use crate::api::field::FieldError;
 
 /// Where a node sits, for the rules that depend on it.
 #[derive(Clone, Copy, PartialEq, Eq)]

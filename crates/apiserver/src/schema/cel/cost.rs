@@ -26,7 +26,7 @@
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
 use super::super::{Additional, JsonType, Structural};
-use crate::registry::validation::FieldError;
+use crate::api::field::FieldError;
 
 /// The largest request body Kubernetes assumes when a schema leaves a size open.
 const MAX_REQUEST_BYTES: f64 = 3.0 * 1024.0 * 1024.0;

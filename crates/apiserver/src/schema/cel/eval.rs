@@ -18,7 +18,7 @@ use cel::{Context, ExecutionError, Value as Cel};
 use serde_json::{Map, Value};
 
 use super::{ENV, Reason, Rule, escape};
-use crate::registry::validation::FieldError;
+use crate::api::field::FieldError;
 use crate::schema::validate::{Path, join_path};
 use crate::schema::{Additional, JsonType, ListType, Structural};
 
