@@ -63,7 +63,7 @@ pub(crate) struct ServeArgs {
     pub(crate) data_dir: Option<PathBuf>,
     /// Start even if the write-ahead log in --data-dir is damaged, truncated or missing,
     /// accepting the loss of what cannot be read. Without it the server refuses to start.
-    /// The old log is kept as kore.wal.damaged-<time>; revisions continue above every one
+    /// The old log is kept as `kore.wal.damaged-<time>`; revisions continue above every one
     /// handed out before.
     #[arg(long, requires = "data_dir")]
     pub(crate) repair: bool,

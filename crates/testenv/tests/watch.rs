@@ -32,6 +32,21 @@ where
         .expect("stream open")
 }
 
+/// Opens a watch from `rv` and boxes its stream.
+async fn open<K>(
+    api: &Api<K>,
+    params: &WatchParams,
+    rv: &str,
+) -> futures::stream::BoxStream<'static, Result<WatchEvent<K>, kube::Error>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    api.watch(params, rv)
+        .await
+        .expect("the watch opens")
+        .boxed()
+}
+
 /// The revision a list shows now: where a watch of "everything after this" starts.
 async fn current_rv(cms: &Api<ConfigMap>) -> String {
     cms.list(&ListParams::default())
@@ -71,11 +86,7 @@ async fn a_watch_from_a_resource_version_replays_every_later_change_in_order() {
         .await
         .expect("create");
     cms.delete("a", &Default::default()).await.expect("delete");
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     let mut got = Vec::new();
     let mut last_rv = 0u64;
     for _ in 0..4 {
@@ -119,11 +130,7 @@ async fn a_watch_older_than_the_history_gets_410_expired() {
             .await
             .expect("create");
     }
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch opens with 200")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     match next(&mut events).await {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
@@ -170,11 +177,7 @@ async fn label_selector_transitions_become_added_and_deleted() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default().labels("team=a"), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default().labels("team=a"), &start).await;
     cms.create(&PostParams::default(), &cm("x", &[("team", "b")]))
         .await
         .expect("create");
@@ -221,11 +224,7 @@ async fn watching_from_zero_starts_with_the_current_objects() {
     cms.create(&PostParams::default(), &cm("existing", &[]))
         .await
         .expect("create");
-    let mut events = cms
-        .watch(&WatchParams::default(), "0")
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), "0").await;
     assert_eq!(
         name_of(&next(&mut events).await),
         ("ADDED", "existing".into())
@@ -245,11 +244,7 @@ async fn quiet_watches_get_bookmarks_and_timeouts_end_the_stream() {
         .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default().timeout(1), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default().timeout(1), &start).await;
     match next(&mut events).await {
         WatchEvent::Bookmark(b) => assert_eq!(b.metadata.resource_version, start),
         other => panic!("expected a bookmark, got {other:?}"),
@@ -324,11 +319,7 @@ async fn a_timed_out_watch_ends_with_a_bookmark_at_the_newest_revision() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default().timeout(1), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default().timeout(1), &start).await;
     let created = cms
         .create(&PostParams::default(), &cm("one", &[]))
         .await
@@ -402,11 +393,7 @@ async fn writes_to_other_resources_never_hold_back_a_watch_event() {
     let env = TestEnv::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     churn_leases(&env.client(), CHURN).await;
     cms.create(&PostParams::default(), &cm("after-churn", &[]))
         .await
@@ -417,11 +404,7 @@ async fn writes_to_other_resources_never_hold_back_a_watch_event() {
         "delivered without a second ConfigMap write to wake the watcher"
     );
     // A new watch from before the churn finds it too, at once.
-    let mut replay = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut replay = open(&cms, &WatchParams::default(), &start).await;
     assert_eq!(
         name_of(&next(&mut replay).await),
         ("ADDED", "after-churn".into())
@@ -436,11 +419,7 @@ async fn selector_transitions_are_delivered_across_other_resources_writes() {
         .await
         .expect("create");
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default().labels("team=a"), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default().labels("team=a"), &start).await;
     churn_leases(&env.client(), CHURN).await;
     let relabel = |team: &str| Patch::Merge(json!({"metadata": {"labels": {"team": team}}}));
     cms.patch("x", &PatchParams::default(), &relabel("a"))
@@ -463,11 +442,7 @@ async fn bookmarks_move_past_other_resources_writes_and_events_follow() {
         .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     let last = churn_leases(&env.client(), CHURN).await;
     // A quiet watch's bookmarks report the newest revision, not the last one of its resource.
     loop {
@@ -502,11 +477,7 @@ async fn streaming_lists_deliver_events_across_other_resources_writes() {
     cms.create(&PostParams::default(), &cm("before", &[]))
         .await
         .expect("create");
-    let mut events = cms
-        .watch(&WatchParams::default().initial_events(), "0")
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default().initial_events(), "0").await;
     assert_eq!(
         name_of(&next(&mut events).await),
         ("ADDED", "before".into())
@@ -528,11 +499,7 @@ async fn a_quiet_resource_outlives_the_history_trimmed_by_other_resources() {
         .expect("start");
     let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
     let start = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     churn_leases(&env.client(), 500).await;
     cms.create(&PostParams::default(), &cm("later", &[]))
         .await
@@ -543,20 +510,12 @@ async fn a_quiet_resource_outlives_the_history_trimmed_by_other_resources() {
         "no ConfigMap event was dropped, so the watch goes on"
     );
     // A watch from before the churn has lost nothing of ConfigMaps either ...
-    let mut replay = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut replay = open(&cms, &WatchParams::default(), &start).await;
     assert_eq!(name_of(&next(&mut replay).await), ("ADDED", "later".into()));
     // ... but one of Leases from there has: it is told to re-list.
     use k8s_openapi::api::coordination::v1::Lease;
     let leases: Api<Lease> = Api::default_namespaced(env.client());
-    let mut lease_events = leases
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut lease_events = open(&leases, &WatchParams::default(), &start).await;
     match next(&mut lease_events).await {
         WatchEvent::Error(status) => assert_eq!(status.code, 410),
         other => panic!("expected 410 for a Lease watch from a trimmed revision: {other:?}"),
@@ -588,11 +547,7 @@ async fn the_history_is_bounded_by_bytes() {
         .expect("update");
     }
     // 31 events of ~300 KB each weigh far more than 4 MiB: the oldest are gone.
-    let mut events = cms
-        .watch(&WatchParams::default(), &start)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &start).await;
     match next(&mut events).await {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
@@ -601,11 +556,7 @@ async fn the_history_is_bounded_by_bytes() {
     }
     // The newest changes are still there to watch from.
     let now = current_rv(&cms).await;
-    let mut events = cms
-        .watch(&WatchParams::default(), &now)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut events = open(&cms, &WatchParams::default(), &now).await;
     cms.patch(
         "big",
         &PatchParams::default(),

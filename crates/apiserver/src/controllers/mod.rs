@@ -6,7 +6,7 @@
 //! Each controller is one task that owns its state and stops when its cancellation token is
 //! cancelled; the server spawns them on its `TaskTracker` and waits for them on shutdown. The
 //! four level-triggered ones (namespaces, CRDs, ClusterRoles, ServiceAccounts) are passes run by
-//! one shared loop ([`level`]); the garbage collector feeds its workers through
+//! one shared loop (`level.rs`); the garbage collector feeds its workers through
 //! `kore-workqueue`, the queue kore-runtime's controllers use too.
 
 pub mod clusterroles;
