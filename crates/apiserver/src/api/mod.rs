@@ -4,6 +4,7 @@
 //! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
 //!   message, causes), and [`error::GroupResource`];
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
+//! - [`propagation`]: [`propagation::Propagation`], a deletion's propagation policy;
 //! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
 //!   query);
 //! - [`user`]: [`user::User`], who a request acts as.
@@ -14,5 +15,6 @@
 pub mod body;
 pub mod error;
 pub mod field;
+pub mod propagation;
 pub mod request_info;
 pub mod user;

@@ -45,6 +45,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::error::ApiError;
+// The propagation policies the collector deletes with.
+use crate::api::propagation::Propagation as Policy;
 use crate::registry::rest::{DeleteOptions, FOREGROUND_DELETION, ORPHAN, Part, Target};
 use crate::registry::{Registry, Resource};
 use crate::storage::{
@@ -95,28 +97,6 @@ struct Dependents {
     all: HashSet<Uid>,
     /// How many of them set `blockOwnerDeletion: true` on that reference.
     blocking: usize,
-}
-
-/// A propagation policy the collector deletes with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Policy {
-    /// Delete now; dependents follow.
-    Background,
-    /// Delete the dependents first.
-    Foreground,
-    /// Keep the dependents, without the reference.
-    Orphan,
-}
-
-impl Policy {
-    fn as_str(self) -> &'static str {
-        match self {
-            Policy::Background => "Background",
-            Policy::Foreground => "Foreground",
-            Policy::Orphan => "Orphan",
-        }
-    }
 }
 
 /// What one object needs from the collector.
@@ -757,7 +737,7 @@ async fn carry_out(registry: &Registry, item: &Work) -> Result<(), ApiError> {
                     uid: Some(item.uid.to_string()),
                     resource_version: Some(item.rv),
                 },
-                propagation_policy: Some(policy.as_str().to_string()),
+                propagation: Some(*policy),
                 ..DeleteOptions::default()
             };
             registry.delete(&res, ns, &item.name, &opts).await?;

@@ -529,13 +529,14 @@ pub(crate) async fn patch_object(
 
 fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions::default();
+    let mut raw_propagation: Option<String> = None;
     let parsed = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
         Some(decode_object(headers, body)?)
     };
     if let Some(v) = parsed {
-        opts.propagation_policy = v
+        raw_propagation = v
             .get("propagationPolicy")
             .and_then(Value::as_str)
             .map(String::from);
@@ -561,7 +562,7 @@ fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteO
         };
     }
     if let Some(p) = q.get("propagationPolicy") {
-        opts.propagation_policy = Some(p.clone());
+        raw_propagation = Some(p.clone());
     }
     if let Some(g) = q.get("gracePeriodSeconds") {
         opts.grace_period_seconds = g.parse().ok();
@@ -572,6 +573,8 @@ fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteO
     if q.get("dryRun").map(String::as_str) == Some("All") {
         opts.dry_run = true;
     }
+    opts.propagation =
+        DeleteOptions::parse_propagation(raw_propagation.as_deref(), opts.orphan_dependents)?;
     Ok(opts)
 }
 

@@ -13,6 +13,7 @@ use super::Registry;
 use super::resource::Resource;
 use super::validation::{FieldError, check_name, validate_object_meta};
 use crate::api::error::{ApiError, GroupResource};
+use crate::api::propagation::Propagation;
 use crate::limits::{MAX_DEPTH, deeper_than};
 use crate::patch::apply::{
     ApplyParams, Lists, put_managed, same_ignoring_managed_fields, settle_times, track_update,
@@ -85,36 +86,45 @@ pub struct DeleteOptions {
     pub preconditions: Preconditions,
     /// `dryRun=All`.
     pub dry_run: bool,
-    /// `propagationPolicy`.
-    pub propagation_policy: Option<String>,
+    /// `propagationPolicy`, read by [`DeleteOptions::parse_propagation`].
+    pub propagation: Option<Propagation>,
     /// `gracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
     /// `orphanDependents` (deprecated).
     pub orphan_dependents: Option<bool>,
 }
 
+/// The finalizer that makes the garbage collector delete an object's dependents first.
+pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
+/// The finalizer that makes the garbage collector orphan an object's dependents first.
+pub const ORPHAN: &str = "orphan";
+
 impl DeleteOptions {
-    /// Checks the options as Kubernetes does.
-    pub fn validate(&self) -> Result<(), ApiError> {
+    /// Reads a `propagationPolicy` as Kubernetes validates it, together with the deprecated
+    /// `orphanDependents` it may not be combined with: one 422 with every cause.
+    pub fn parse_propagation(
+        raw: Option<&str>,
+        orphan_dependents: Option<bool>,
+    ) -> Result<Option<Propagation>, ApiError> {
+        let Some(raw) = raw else { return Ok(None) };
+        let parsed = Propagation::parse(raw);
         let mut causes = Vec::new();
-        if let Some(p) = &self.propagation_policy {
-            if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
-                causes.push(FieldError::not_supported(
-                    "propagationPolicy",
-                    json!(p),
-                    &["Foreground", "Background", "Orphan", "nil"],
-                ));
-            }
-            if self.orphan_dependents.is_some() {
-                causes.push(FieldError::invalid(
-                    "propagationPolicy",
-                    json!(p),
-                    "orphanDependents and deletionPropagation cannot be both set",
-                ));
-            }
+        if parsed.is_none() {
+            causes.push(FieldError::not_supported(
+                "propagationPolicy",
+                json!(raw),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+        if orphan_dependents.is_some() {
+            causes.push(FieldError::invalid(
+                "propagationPolicy",
+                json!(raw),
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
         }
         if causes.is_empty() {
-            Ok(())
+            Ok(parsed)
         } else {
             Err(ApiError::Invalid {
                 kind: "DeleteOptions.meta.k8s.io".into(),
@@ -124,54 +134,34 @@ impl DeleteOptions {
             })
         }
     }
-}
 
-/// The finalizer that makes the garbage collector delete an object's dependents first.
-pub const FOREGROUND_DELETION: &str = "foregroundDeletion";
-/// The finalizer that makes the garbage collector orphan an object's dependents first.
-pub const ORPHAN: &str = "orphan";
-
-impl DeleteOptions {
-    /// Whether dependents are orphaned: the deprecated `orphanDependents`, then the policy,
-    /// then a GC finalizer already on the object.
-    fn orphans(&self, finalizers: &[Value]) -> bool {
-        if let Some(o) = self.orphan_dependents {
-            return o;
+    /// Checks the options as Kubernetes does (for options built in code rather than parsed).
+    pub fn validate(&self) -> Result<(), ApiError> {
+        match self.propagation {
+            Some(p) => {
+                Self::parse_propagation(Some(p.as_str()), self.orphan_dependents).map(|_| ())
+            }
+            None => Ok(()),
         }
-        match self.propagation_policy.as_deref() {
-            Some("Orphan") => return true,
-            Some("Background" | "Foreground") => return false,
-            _ => {}
-        }
-        finalizers
-            .iter()
-            .find_map(|f| match f.as_str() {
-                Some(ORPHAN) => Some(true),
-                Some(FOREGROUND_DELETION) => Some(false),
-                _ => None,
-            })
-            .unwrap_or(false)
     }
 
-    /// Whether dependents are deleted before the object (foreground), decided like
-    /// [`DeleteOptions::orphans`].
-    fn deletes_dependents_first(&self, finalizers: &[Value]) -> bool {
-        if self.orphan_dependents.is_some() {
-            return false;
+    /// What happens to the dependents, decided once: the deprecated `orphanDependents`
+    /// (true orphans, false deletes in the background), then the policy, then a garbage
+    /// collector finalizer already on the object (the first one), then Background.
+    fn effective_propagation(&self, finalizers: &[Value]) -> Propagation {
+        match (self.orphan_dependents, self.propagation) {
+            (Some(true), _) => Propagation::Orphan,
+            (Some(false), _) => Propagation::Background,
+            (None, Some(p)) => p,
+            (None, None) => finalizers
+                .iter()
+                .find_map(|f| match f.as_str() {
+                    Some(ORPHAN) => Some(Propagation::Orphan),
+                    Some(FOREGROUND_DELETION) => Some(Propagation::Foreground),
+                    _ => None,
+                })
+                .unwrap_or(Propagation::Background),
         }
-        match self.propagation_policy.as_deref() {
-            Some("Foreground") => return true,
-            Some("Background" | "Orphan") => return false,
-            _ => {}
-        }
-        finalizers
-            .iter()
-            .find_map(|f| match f.as_str() {
-                Some(FOREGROUND_DELETION) => Some(true),
-                Some(ORPHAN) => Some(false),
-                _ => None,
-            })
-            .unwrap_or(false)
     }
 
     /// The finalizers an object gets when deleted with these options: its own, with the
@@ -187,11 +177,10 @@ impl DeleteOptions {
             .filter(|f| !matches!(f.as_str(), Some(ORPHAN | FOREGROUND_DELETION)))
             .cloned()
             .collect();
-        if self.orphans(&current) {
-            next.push(json!(ORPHAN));
-        }
-        if self.deletes_dependents_first(&current) {
-            next.push(json!(FOREGROUND_DELETION));
+        match self.effective_propagation(&current) {
+            Propagation::Orphan => next.push(json!(ORPHAN)),
+            Propagation::Foreground => next.push(json!(FOREGROUND_DELETION)),
+            Propagation::Background => {}
         }
         let set = |v: &[Value]| -> std::collections::BTreeSet<String> {
             v.iter()
