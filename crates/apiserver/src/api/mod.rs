@@ -4,6 +4,8 @@
 //! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
 //!   message, causes), and [`error::GroupResource`];
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
+//! - [`limits`]: the nesting depth and JSON patch limits, and the non-recursive checks behind
+//!   them;
 //! - [`propagation`]: [`propagation::Propagation`], a deletion's propagation policy;
 //! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
 //!   query);
@@ -15,6 +17,7 @@
 pub mod body;
 pub mod error;
 pub mod field;
+pub mod limits;
 pub mod propagation;
 pub mod request_info;
 pub mod user;

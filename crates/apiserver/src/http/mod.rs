@@ -38,8 +38,7 @@ use crate::registry::Registry;
 use crate::server::serve::Transport;
 use error::ApiError;
 
-/// The largest request body accepted (3 MiB, as Kubernetes).
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+pub use crate::api::limits::MAX_BODY_BYTES;
 
 pub use crate::api::user::User;
 

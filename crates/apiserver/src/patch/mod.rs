@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::api::body::BodyType;
 use crate::api::error::ApiError;
-use crate::limits::{
+use crate::api::limits::{
     MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS, deeper_than,
     encoded_len_within,
 };
@@ -339,7 +339,7 @@ mod tests {
         let out = json_patch(&copy_chain(MAX_DEPTH - 2))
             .apply("ConfigMap", &json!({}))
             .expect("at the limit");
-        assert_eq!(crate::limits::depth(&out), MAX_DEPTH);
+        assert_eq!(crate::api::limits::depth(&out), MAX_DEPTH);
         let err = json_patch(&copy_chain(9_000))
             .apply("ConfigMap", &json!({}))
             .expect_err("past the limit");

@@ -13,8 +13,8 @@ use super::Registry;
 use super::resource::Resource;
 use super::validation::{FieldError, check_name, validate_object_meta};
 use crate::api::error::{ApiError, GroupResource};
+use crate::api::limits::{MAX_DEPTH, deeper_than};
 use crate::api::propagation::Propagation;
-use crate::limits::{MAX_DEPTH, deeper_than};
 use crate::patch::apply::{
     ApplyParams, Lists, put_managed, same_ignoring_managed_fields, settle_times, track_update,
 };

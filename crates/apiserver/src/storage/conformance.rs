@@ -427,7 +427,11 @@ async fn an_unreadable_object_from_older_data_is_reported_skipped_and_deletable(
             record("/cm/ns/a", 1, readable("a", 1)),
             record("/cm/ns/b", 2, deep_bytes("b", 2, 130)),
             record("/cm/ns/c", 3, readable("c", 3)),
-            record("/cm/ns/d", 4, deep_bytes("d", 4, crate::limits::MAX_DEPTH)),
+            record(
+                "/cm/ns/d",
+                4,
+                deep_bytes("d", 4, crate::api::limits::MAX_DEPTH),
+            ),
         ],
         max_rv: 4,
     })));
@@ -538,7 +542,7 @@ async fn an_unreadable_object_from_older_data_is_reported_skipped_and_deletable(
 async fn storage_refuses_to_write_what_it_could_not_read_back() {
     let s = memory_store();
     let mut deep = json!(1);
-    for _ in 0..crate::limits::MAX_DEPTH {
+    for _ in 0..crate::api::limits::MAX_DEPTH {
         deep = json!([deep]);
     }
     let rv = s.current_rv();

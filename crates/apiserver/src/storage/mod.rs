@@ -22,7 +22,7 @@
 //!   [`StorageError::Expired`] when it fell further behind than the history holds. Events are
 //!   never dropped silently.
 //! - Every object written can be read back: one nested deeper than
-//!   [`crate::limits::MAX_DEPTH`] is refused. Objects an older server stored deeper are flagged
+//!   [`crate::api::limits::MAX_DEPTH`] is refused. Objects an older server stored deeper are flagged
 //!   when the store loads: reads and updates of them fail with [`StorageError::Unreadable`],
 //!   lists leave them out and name them in [`ListPage::unreadable`], and
 //!   [`Storage::delete_unreadable`] removes them.
@@ -189,7 +189,7 @@ pub enum StorageError {
     #[error(transparent)]
     Backend(#[from] BackendError),
     /// The object at `key` is stored but cannot be read back (data written by an older
-    /// server, nested deeper than [`crate::limits::MAX_DEPTH`]): report StorageReadError.
+    /// server, nested deeper than [`crate::api::limits::MAX_DEPTH`]): report StorageReadError.
     /// Such an object can only be deleted, with [`Storage::delete_unreadable`].
     #[error("the object at {key} cannot be read from storage: {message}")]
     Unreadable {

@@ -23,7 +23,7 @@ use super::{
     ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
     Written, set_resource_version,
 };
-use crate::limits::{MAX_DEPTH, encoded_depth};
+use crate::api::limits::{MAX_DEPTH, encoded_depth};
 
 /// Settings of a [`Store`].
 #[derive(Clone, Debug)]

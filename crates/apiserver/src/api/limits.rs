@@ -2,9 +2,9 @@
 //! behind them.
 //!
 //! Every limit is listed, with the error it produces, in the "Limits" section of
-//! `docs/design/apiserver.md`. The request body limit itself is
-//! [`crate::http::MAX_BODY_BYTES`]; label and annotation sizes are checked with the rest of
-//! the object metadata in `registry::validation`.
+//! `docs/design/apiserver.md`. The request body limit is [`MAX_BODY_BYTES`]; label and
+//! annotation sizes are checked with the rest of the object metadata in
+//! `registry::validation`.
 //!
 //! # Nesting depth
 //!
@@ -18,6 +18,9 @@
 //! server (serialization, cloning, dropping a [`Value`]) recurses and relies on the limit.
 
 use serde_json::Value;
+
+/// The largest request body accepted (3 MiB, as Kubernetes' `MaxRequestBodyBytes`).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// The deepest an object may be nested (arrays and objects on its deepest path).
 ///
