@@ -1,0 +1,382 @@
+//! Tests of `lib.rs`.
+
+use std::collections::HashSet;
+
+use super::*;
+
+fn queue() -> Queue<&'static str> {
+    Queue::new(QueueConfig::default())
+}
+
+/// The keys handed out without waiting, settled as successes.
+fn drain_now(q: &Queue<&'static str>) -> Vec<&'static str> {
+    let mut got = Vec::new();
+    while let Some(Some(guard)) = q.try_next() {
+        got.push(*guard.key());
+    }
+    got
+}
+
+#[tokio::test]
+async fn duplicates_collapse_into_one_hand_out() {
+    let q = queue();
+    for _ in 0..1000 {
+        q.add("a");
+        q.add("b");
+    }
+    assert_eq!(q.len(), 2);
+    assert_eq!(drain_now(&q), vec!["a", "b"]);
+    assert!(q.is_empty());
+}
+
+#[tokio::test]
+async fn add_all_collapses_duplicates_like_single_adds() {
+    let q = queue();
+    q.add("b");
+    q.add_all(["a", "b", "a", "c"]);
+    assert_eq!(drain_now(&q), vec!["b", "a", "c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_all_wakes_parked_workers() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default());
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.next().await.map(|g| *g.key()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    q.add_all([1, 2]);
+    let mut got = Vec::new();
+    for w in workers {
+        let key = tokio::time::timeout(Duration::from_secs(5), w).await;
+        got.push(key.expect("woken").expect("no panic").expect("a key"));
+    }
+    got.sort_unstable();
+    assert_eq!(got, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn a_held_key_is_not_handed_out_again_until_it_settles() {
+    let q = queue();
+    q.add("a");
+    let guard = q.next().await.expect("a key");
+    q.add("a");
+    assert!(
+        q.try_next().is_none(),
+        "the held key must not be handed out twice"
+    );
+    drop(guard);
+    let again = q.next().await.expect("the re-added key");
+    assert_eq!(*again.key(), "a");
+}
+
+#[tokio::test]
+async fn done_and_next_settles_and_hands_out_in_order() {
+    let q = queue();
+    q.add("a");
+    q.add("b");
+    let a = q.next().await.expect("a");
+    q.add("a");
+    let b = a.done_and_next().await.expect("b");
+    assert_eq!(*b.key(), "b");
+    let a_again = b.done_and_next().await.expect("a, re-added while held");
+    assert_eq!(*a_again.key(), "a");
+    q.shutdown();
+    assert!(a_again.done_and_next().await.is_none());
+    assert_eq!(q.processing(), 0);
+    assert_eq!(q.inner.lock().entries.len(), 0);
+}
+
+#[tokio::test]
+async fn done_and_next_waits_when_nothing_is_ready() {
+    let q = queue();
+    q.add("a");
+    let a = q.next().await.expect("a");
+    let waiting = tokio::spawn(a.done_and_next());
+    tokio::task::yield_now().await;
+    q.add("b");
+    let b = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+    let b = b.expect("woken").expect("no panic").expect("b");
+    assert_eq!(*b.key(), "b");
+}
+
+#[tokio::test]
+async fn a_key_added_while_processing_runs_exactly_once_more() {
+    let q = queue();
+    q.add("a");
+    let guard = q.next().await.expect("a key");
+    for _ in 0..10 {
+        q.add("a");
+    }
+    guard.done();
+    assert_eq!(drain_now(&q), vec!["a"]);
+    assert!(q.is_empty());
+    assert_eq!(
+        q.inner.lock().entries.len(),
+        0,
+        "settled keys leave no entry behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_is_never_held_by_two_workers() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default());
+    let held = Arc::new(Mutex::new(HashSet::new()));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for worker in 0..8 {
+        let (q, held, handled) = (q.clone(), held.clone(), handled.clone());
+        workers.push(tokio::spawn(async move {
+            let mut next = q.next().await;
+            while let Some(guard) = next {
+                let key = *guard.key();
+                assert!(held.lock().expect("lock").insert(key), "{key} held twice");
+                tokio::task::yield_now().await;
+                assert!(held.lock().expect("lock").remove(&key));
+                handled.fetch_add(1, Ordering::SeqCst);
+                // Half the workers settle and take the next key in one step.
+                next = if worker % 2 == 0 {
+                    guard.done_and_next().await
+                } else {
+                    drop(guard);
+                    q.next().await
+                };
+            }
+        }));
+    }
+    for round in 0..20_000u32 {
+        q.add(round % 16);
+        if round % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !(q.is_empty() && q.processing() == 0) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the queue drains");
+    q.shutdown();
+    for w in workers {
+        w.await.expect("worker did not panic");
+    }
+    let handled = handled.load(Ordering::SeqCst);
+    assert!(handled >= 16, "every key ran at least once ({handled})");
+    assert!(handled <= 20_000, "no key ran more often than it was added");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_thread_and_two_workers_settle_every_key() {
+    let n = 200_000u64;
+    let q: Queue<u64> = Queue::new(QueueConfig::default());
+    let settled = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let (q, settled) = (q.clone(), settled.clone());
+        workers.push(tokio::spawn(async move {
+            while let Some(guard) = q.next().await {
+                drop(guard);
+                settled.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    let producer = {
+        let q = q.clone();
+        std::thread::spawn(move || (0..n).for_each(|k| q.add(k)))
+    };
+    producer.join().expect("the producer did not panic");
+    let all = tokio::time::timeout(Duration::from_secs(60), async {
+        while settled.load(Ordering::SeqCst) < n as usize {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(
+        all.is_ok(),
+        "settled {} of {n}; {:?}; parked {}",
+        settled.load(Ordering::SeqCst),
+        q,
+        q.inner.parked.load(Ordering::SeqCst)
+    );
+    q.shutdown();
+    for w in workers {
+        w.await.expect("worker did not panic");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_keeps_the_earliest_deadline() {
+    let q = queue();
+    let start = Instant::now();
+    q.add_after("a", Duration::from_secs(10));
+    q.add_after("a", Duration::from_secs(3));
+    q.add_after("a", Duration::from_secs(7));
+    let guard = q.next().await.expect("the delayed key");
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+    guard.done();
+    let more = tokio::time::timeout(Duration::from_secs(60), q.next()).await;
+    assert!(more.is_err(), "one delayed add yields one hand-out");
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_of_a_queued_key_does_not_delay_it() {
+    let q = queue();
+    q.add("a");
+    q.add_after("a", Duration::from_secs(5));
+    let start = Instant::now();
+    q.next().await.expect("a").done();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // The delayed add still fires: whoever asked for it wants a run at that time.
+    q.next().await.expect("a, again").done();
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_back_off_exponentially_and_success_resets_the_backoff() {
+    let q = queue();
+    q.add("a");
+    let mut waits = Vec::new();
+    let mut guard = q.next().await.expect("a");
+    for _ in 0..4 {
+        let retried = Instant::now();
+        assert!(matches!(guard.retry(), Retry::After(_)));
+        guard = q.next().await.expect("a retry");
+        waits.push(retried.elapsed());
+    }
+    let ms = Duration::from_millis;
+    assert_eq!(waits, vec![ms(5), ms(10), ms(20), ms(40)]);
+    assert_eq!(q.failures(&"a"), 4);
+    guard.done();
+    assert_eq!(q.failures(&"a"), 0);
+    q.add("a");
+    let retried = Instant::now();
+    assert_eq!(q.next().await.expect("a").retry(), Retry::After(ms(5)));
+    q.next().await.expect("a retry").done();
+    assert_eq!(retried.elapsed(), ms(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_token_bucket_spaces_retries_of_many_keys() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default());
+    for k in 0..120 {
+        q.add(k);
+    }
+    let mut delays = Vec::new();
+    for _ in 0..120 {
+        match q.next().await.expect("a key").retry() {
+            Retry::After(d) => delays.push(d),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // The first 100 retries fit in the burst and wait only their own 5 ms backoff; the
+    // next ones wait for tokens at 10/s.
+    assert!(delays[..100].iter().all(|d| *d == Duration::from_millis(5)));
+    assert_eq!(delays[100], Duration::from_millis(100));
+    assert_eq!(delays[119], Duration::from_secs(2));
+    let start = Instant::now();
+    for _ in 0..120 {
+        q.next().await.expect("a retried key").done();
+    }
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_out_of_retries_is_quarantined_until_released() {
+    let q = Queue::new(QueueConfig::default().max_retries(2));
+    q.add("a");
+    assert!(matches!(
+        q.next().await.expect("a").retry(),
+        Retry::After(_)
+    ));
+    assert!(matches!(
+        q.next().await.expect("a").retry(),
+        Retry::After(_)
+    ));
+    assert_eq!(q.next().await.expect("a").retry(), Retry::Quarantined);
+    assert!(q.is_quarantined(&"a"));
+    q.add("a");
+    q.add_after("a", Duration::from_millis(1));
+    let more = tokio::time::timeout(Duration::from_secs(3600), q.next()).await;
+    assert!(
+        more.is_err(),
+        "a quarantined key is neither retried nor re-added"
+    );
+    assert!(q.release(&"a"));
+    assert!(!q.release(&"a"), "releasing twice changes nothing");
+    let guard = q.next().await.expect("the released key");
+    assert_eq!(q.failures(&"a"), 0, "a release starts the retries afresh");
+    assert!(matches!(guard.retry(), Retry::After(d) if d == Duration::from_millis(5)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_changed_while_failing_its_last_retry_runs_again_instead_of_quarantine() {
+    let q = Queue::new(QueueConfig::default().max_retries(0));
+    q.add("a");
+    let guard = q.next().await.expect("a");
+    q.add("a");
+    assert_eq!(guard.retry(), Retry::Pending);
+    assert!(!q.is_quarantined(&"a"));
+    assert_eq!(q.next().await.expect("a again").retry(), Retry::Quarantined);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_resets_the_backoff_and_waits_the_given_delay() {
+    let q = queue();
+    q.add("a");
+    let _ = q.next().await.expect("a").retry();
+    let guard = q.next().await.expect("a");
+    let start = Instant::now();
+    guard.retry_after(Duration::from_secs(30));
+    assert_eq!(q.failures(&"a"), 0);
+    q.next().await.expect("a after 30 s").done();
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_with_drain_waits_for_held_keys_and_stops_hand_outs() {
+    let q = queue();
+    q.add("a");
+    q.add("b");
+    q.add_after("c", Duration::from_secs(1));
+    let guard = q.next().await.expect("a");
+    let drained = tokio::spawn({
+        let q = q.clone();
+        async move { q.shutdown_with_drain().await }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!drained.is_finished(), "drain waits for the held key");
+    assert!(q.next().await.is_none(), "no hand-outs after shutdown");
+    q.add("d");
+    assert!(q.is_empty() || q.next().await.is_none());
+    assert!(matches!(guard.retry(), Retry::ShutDown));
+    tokio::time::timeout(Duration::from_secs(1), drained)
+        .await
+        .expect("drain ends once the guard settles")
+        .expect("drain did not panic");
+}
+
+#[tokio::test]
+async fn shutdown_wakes_parked_workers() {
+    let q = queue();
+    let worker = tokio::spawn({
+        let q = q.clone();
+        async move { q.next().await.is_none() }
+    });
+    tokio::task::yield_now().await;
+    q.shutdown();
+    let ended = tokio::time::timeout(Duration::from_secs(5), worker).await;
+    assert!(ended.expect("woken").expect("no panic"));
+}
+
+#[tokio::test]
+async fn a_cancelled_next_takes_no_key() {
+    let q = queue();
+    let waited = tokio::time::timeout(Duration::from_millis(10), q.next()).await;
+    assert!(waited.is_err());
+    assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
+    q.add("a");
+    assert_eq!(drain_now(&q), vec!["a"]);
+}
