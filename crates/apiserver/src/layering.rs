@@ -96,11 +96,8 @@ fn upward_imports(src: &Path) -> Vec<String> {
         let Ok(text) = std::fs::read_to_string(src.join(&file)) else {
             continue;
         };
-        let code: String = text
-            .lines()
-            .map(|line| line.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
+        // Comments count too: a doc link to a higher layer is a dependency a reader follows.
+        let code = text;
         let grouped = grouped_crate_imports(&code);
         for upper in UPPER {
             let layer = upper.trim_start_matches("crate::");

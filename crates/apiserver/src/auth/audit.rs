@@ -1,5 +1,5 @@
 //! A tally of RBAC decisions, per user and permission, kept when
-//! [`Config::record_authorizations`](crate::server::Config::record_authorizations) is on.
+//! the server is configured to record authorizations (`record_authorizations`).
 //!
 //! It answers "what did this ServiceAccount actually do, and was it ever refused?", which is
 //! how a test proves that an operator's Role grants exactly what its code uses. The tally

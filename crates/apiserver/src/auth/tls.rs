@@ -3,7 +3,7 @@
 //! Clients trust the CA through the kubeconfig (`certificate-authority-data`, spec §15.3), so the
 //! serving certificate can be reissued (new names, near expiry) without handing out a new
 //! kubeconfig, as long as the CA stays. Start with [`TlsMaterial::load_or_generate`], then pass
-//! [`TlsMaterial::server_config`] to [`crate::server::serve::serve`] and
+//! [`TlsMaterial::server_config`] to the socket serve loop and
 //! [`TlsMaterial::ca_pem`] to [`super::kubeconfig::kubeconfig_yaml`].
 //!
 //! # Guarantees
