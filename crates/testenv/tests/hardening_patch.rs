@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 const LIMIT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The server's nesting limit (`kore_apiserver::limits::MAX_DEPTH`).
-const MAX_DEPTH: usize = kore_apiserver::limits::MAX_DEPTH;
+/// The server's nesting limit (`kore_apiserver::api::limits::MAX_DEPTH`).
+const MAX_DEPTH: usize = kore_apiserver::api::limits::MAX_DEPTH;
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const THINGS: &str = "/apis/example.com/v1/namespaces/default/things";
