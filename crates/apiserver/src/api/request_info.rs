@@ -67,19 +67,6 @@ impl RequestInfo {
             query,
         }
     }
-
-    /// The resource path, for a resource request.
-    pub fn resource(&self) -> Option<&ResourcePath> {
-        match &self.target {
-            Target::Resource(p) => Some(p),
-            _ => None,
-        }
-    }
-
-    /// A boolean query parameter, read as Kubernetes reads one ([`query_bool`]).
-    pub fn flag(&self, name: &str) -> Option<bool> {
-        query_bool(self.query.get(name).map(String::as_str))
-    }
 }
 
 /// A boolean query parameter as Kubernetes reads one (`Convert_Slice_string_To_bool`): absent

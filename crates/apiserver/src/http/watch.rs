@@ -192,12 +192,6 @@ impl WatchSlots {
             user: name.to_string(),
         })
     }
-
-    /// How many watches `user` has open.
-    pub fn open(&self, user: &str) -> usize {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(user).copied().unwrap_or(0)
-    }
 }
 
 impl Drop for WatchSlot {
