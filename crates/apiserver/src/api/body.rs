@@ -19,3 +19,27 @@ pub enum BodyType {
     /// `application/apply-patch+yaml`.
     ApplyPatch,
 }
+
+impl BodyType {
+    /// Reads a `Content-Type` (absent means JSON); the media type itself when it is not one
+    /// the server decodes.
+    pub fn from_content_type(content_type: Option<&str>) -> Result<BodyType, String> {
+        let raw = content_type.unwrap_or("application/json");
+        let essence = raw
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        Ok(match essence.as_str() {
+            "" | "application/json" => BodyType::Json,
+            "application/yaml" | "application/x-yaml" | "text/yaml" => BodyType::Yaml,
+            "application/vnd.kubernetes.protobuf" => BodyType::Protobuf,
+            "application/json-patch+json" => BodyType::JsonPatch,
+            "application/merge-patch+json" => BodyType::MergePatch,
+            "application/strategic-merge-patch+json" => BodyType::StrategicMergePatch,
+            "application/apply-patch+yaml" => BodyType::ApplyPatch,
+            other => return Err(other.to_string()),
+        })
+    }
+}

@@ -6,9 +6,11 @@
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
 //! - [`limits`]: the nesting depth and JSON patch limits, and the non-recursive checks behind
 //!   them;
+//! - [`options`]: [`options::Options`], a request's list, watch, write, patch and delete
+//!   options, typed;
 //! - [`propagation`]: [`propagation::Propagation`], a deletion's propagation policy;
 //! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
-//!   query);
+//!   query, typed options);
 //! - [`user`]: [`user::User`], who a request acts as.
 //!
 //! Nothing here imports another module of this crate: storage, schema, patch, the registry,
@@ -18,6 +20,7 @@ pub mod body;
 pub mod error;
 pub mod field;
 pub mod limits;
+pub mod options;
 pub mod propagation;
 pub mod request_info;
 pub mod user;

@@ -14,11 +14,14 @@
 
 use std::collections::HashMap;
 
+use super::error::ApiError;
+use super::options::Options;
+
 /// A request's query parameters; a repeated parameter keeps its last value.
 pub type Query = HashMap<String, String>;
 
 /// A request, parsed once: see the [module docs](self).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct RequestInfo {
     /// The request's path.
     pub path: String,
@@ -29,11 +32,25 @@ pub struct RequestInfo {
     pub verb: String,
     /// The query parameters.
     pub query: Query,
+    /// The verb's options, typed ([`Options`]), or why they are malformed: the handler
+    /// answers that error where Kubernetes does.
+    pub options: Result<Options, ApiError>,
 }
 
 impl RequestInfo {
-    /// Parses a request's method, path and query.
+    /// Parses a request's method, path and query, and its options as far as the query alone
+    /// tells them (no `Content-Type`: a patch reads as JSON; no User-Agent).
     pub fn new(method: &http::Method, uri: &http::Uri) -> RequestInfo {
+        Self::from_parts(method, uri, &http::HeaderMap::new())
+    }
+
+    /// Parses a request's method, path, query and the headers its options read
+    /// (`Content-Type` for a patch's type, `User-Agent` for the default field manager).
+    pub fn from_parts(
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) -> RequestInfo {
         let target = parse(uri.path());
         let query: Query = uri
             .query()
@@ -60,11 +77,23 @@ impl RequestInfo {
             }
             _ => None,
         };
+        let header =
+            |name: http::header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        let options = match verb {
+            Some(verb) => Options::parse(
+                verb,
+                &query,
+                header(http::header::CONTENT_TYPE),
+                header(http::header::USER_AGENT),
+            ),
+            None => Ok(Options::None),
+        };
         RequestInfo {
             path: uri.path().to_string(),
             target,
             verb: verb.map_or_else(|| method.as_str().to_ascii_lowercase(), str::to_string),
             query,
+            options,
         }
     }
 }

@@ -116,7 +116,11 @@ pub(crate) async fn authorize(
     if !is_master(&user) {
         let info = match req.extensions().get::<Arc<RequestInfo>>() {
             Some(info) => info.clone(),
-            None => Arc::new(RequestInfo::new(req.method(), req.uri())),
+            None => Arc::new(RequestInfo::from_parts(
+                req.method(),
+                req.uri(),
+                req.headers(),
+            )),
         };
         let attrs = attributes(&info);
         let decision = app.rbac.snapshot().authorize(&user, &attrs);

@@ -94,7 +94,11 @@ pub fn router(app: Arc<App>) -> Router {
 /// The edge of the pipeline: parses the request once into a [`RequestInfo`] that every later
 /// stage (authentication, authorization, the handlers) reads from the extensions.
 async fn parse_request(mut req: Request, next: Next) -> Response {
-    let info = Arc::new(request::RequestInfo::new(req.method(), req.uri()));
+    let info = Arc::new(request::RequestInfo::from_parts(
+        req.method(),
+        req.uri(),
+        req.headers(),
+    ));
     req.extensions_mut().insert(info);
     next.run(req).await
 }

@@ -135,26 +135,11 @@ pub use crate::api::body::BodyType;
 
 /// Reads `Content-Type`, ignoring parameters such as `charset`; absent means JSON.
 pub fn body_type(headers: &HeaderMap) -> Result<BodyType, String> {
-    let raw = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let essence = raw
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    Ok(match essence.as_str() {
-        "" | "application/json" => BodyType::Json,
-        "application/yaml" | "application/x-yaml" | "text/yaml" => BodyType::Yaml,
-        "application/vnd.kubernetes.protobuf" => BodyType::Protobuf,
-        "application/json-patch+json" => BodyType::JsonPatch,
-        "application/merge-patch+json" => BodyType::MergePatch,
-        "application/strategic-merge-patch+json" => BodyType::StrategicMergePatch,
-        "application/apply-patch+yaml" => BodyType::ApplyPatch,
-        other => return Err(other.to_string()),
-    })
+    BodyType::from_content_type(
+        headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 #[cfg(test)]

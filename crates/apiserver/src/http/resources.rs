@@ -15,27 +15,28 @@ use super::negotiate::{self, BodyType, Shape};
 use super::render::{self, IncludeObject};
 use super::request::{self, ResourcePath, Target};
 use super::{App, MAX_BODY_BYTES, discovery, json_response, protobuf, watch};
+use crate::api::options::{DeleteQuery, Options, PatchOptions};
 use crate::patch::Patch;
 use crate::registry::Resource;
 use crate::registry::list::ListParams;
 use crate::registry::rest::{
-    DeleteOptions, Deleted, FieldValidation, Part, Reply, Target as WriteTarget, WriteOptions,
+    DeleteOptions, Deleted, Part, Reply, Target as WriteTarget, WriteOptions,
 };
 use crate::storage::{Preconditions, Storage};
 
 /// Query parameters, last value wins (parsed once, in [`request::RequestInfo`]).
 pub(crate) use crate::api::request_info::Query;
 
-fn flag(q: &Query, name: &str) -> Option<bool> {
-    request::query_bool(q.get(name).map(String::as_str))
-}
-
 /// The entry point for every path that is not a fixed meta endpoint.
 pub(crate) async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let info = match parts.extensions.get::<Arc<request::RequestInfo>>() {
         Some(info) => info.clone(),
-        None => Arc::new(request::RequestInfo::new(&parts.method, &parts.uri)),
+        None => Arc::new(request::RequestInfo::from_parts(
+            &parts.method,
+            &parts.uri,
+            &parts.headers,
+        )),
     };
     let result = match info.target.clone() {
         target @ (Target::CoreGroups
@@ -121,73 +122,40 @@ pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, A
     Ok(value)
 }
 
-/// Reads `dryRun`, `fieldValidation` and `fieldManager`.
+/// Reads `dryRun`, `fieldValidation` and `fieldManager` (for the scale subresource, whose
+/// verbs read the same options as the object's).
 pub(crate) fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
-    let dry_run = match q.get("dryRun").map(String::as_str) {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return Err(ApiError::invalid_options(
-                "CreateOptions",
-                vec![crate::registry::validation::FieldError::not_supported(
-                    "dryRun",
-                    json!(other),
-                    &["All"],
-                )],
-            ));
-        }
-    };
-    let field_validation = match q.get("fieldValidation").map(String::as_str) {
-        None | Some("") | Some("Warn") => FieldValidation::Warn,
-        Some("Ignore") => FieldValidation::Ignore,
-        Some("Strict") => FieldValidation::Strict,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got {other:?}"
-            )));
-        }
-    };
-    let field_manager = q.get("fieldManager").cloned();
-    if let Some(m) = &field_manager
-        && (m.len() > 128 || m.chars().any(char::is_control))
-    {
-        return Err(ApiError::invalid_options(
-            "PatchOptions",
-            vec![crate::registry::validation::FieldError::invalid(
-                "fieldManager",
-                json!(m),
-                "must be at most 128 printable characters",
-            )],
-        ));
-    }
-    Ok(WriteOptions {
-        dry_run,
-        field_manager,
-        field_validation,
-    })
+    WriteOptions::from_query(q)
 }
 
-fn list_params(q: &Query) -> Result<ListParams, ApiError> {
-    let number = |name: &str| -> Result<Option<i64>, ApiError> {
-        q.get(name)
-            .filter(|v| !v.is_empty())
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| ApiError::BadRequest(format!("invalid {name}: {v:?}")))
-            })
-            .transpose()
-    };
-    Ok(ListParams {
-        label_selector: q.get("labelSelector").cloned(),
-        field_selector: q.get("fieldSelector").cloned(),
-        limit: number("limit")?,
-        continue_token: q.get("continue").cloned(),
-        resource_version: q.get("resourceVersion").cloned(),
-        resource_version_match: q.get("resourceVersionMatch").cloned(),
-        send_initial_events: flag(q, "sendInitialEvents"),
-        allow_watch_bookmarks: flag(q, "allowWatchBookmarks").unwrap_or(false),
-        timeout_seconds: number("timeoutSeconds")?.map(|t| t.max(0) as u64),
-    })
+/// The options the edge parsed for this request, or the error they are.
+fn options(info: &request::RequestInfo) -> Result<&Options, ApiError> {
+    info.options.as_ref().map_err(Clone::clone)
+}
+
+/// The list options of a `list`, `watch` or `deletecollection`.
+fn list_params(info: &request::RequestInfo) -> Result<ListParams, ApiError> {
+    match options(info)? {
+        Options::List(params) | Options::DeleteCollection(params, _) => Ok(params.clone()),
+        _ => ListParams::from_query(&info.query),
+    }
+}
+
+/// The write options of a `create` or `update`.
+fn write_options_of(info: &request::RequestInfo) -> Result<WriteOptions, ApiError> {
+    match options(info)? {
+        Options::Write(opts) => Ok(opts.clone()),
+        Options::Patch(p) => Ok(p.write.clone()),
+        _ => WriteOptions::from_query(&info.query),
+    }
+}
+
+/// The query part of a `delete` or `deletecollection`.
+fn delete_query(info: &request::RequestInfo) -> Result<DeleteQuery, ApiError> {
+    match options(info)? {
+        Options::Delete(q) | Options::DeleteCollection(_, q) => Ok(q.clone()),
+        _ => Ok(DeleteQuery::from_query(&info.query)),
+    }
 }
 
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
@@ -269,13 +237,13 @@ async fn resource(
         (None, None) => match method {
             Method::GET if watching => {
                 let shape = negotiate::object_shape(headers)?;
-                let params = list_params(q)?;
+                let params = list_params(info)?;
                 let slot = app.watches.acquire(user.as_deref())?;
                 watch::serve(app, &res, ns, &params, shape, q, slot).await
             }
             Method::GET => {
                 let shape = negotiate::object_shape(headers)?;
-                let params = list_params(q)?;
+                let params = list_params(info)?;
                 let out = app.registry.list(&res, ns, &params).await?;
                 let body = match shape {
                     Shape::Object => render::list_body(&res, &out),
@@ -310,8 +278,7 @@ async fn resource(
                     return Err(ApiError::NoSuchPath);
                 }
                 let shape = negotiate::object_shape(headers)?;
-                let mut opts = write_options(q)?;
-                default_field_manager(&mut opts, headers);
+                let opts = write_options_of(info)?;
                 let bytes = read_body(body).await?;
                 let obj = decode_object(headers, &bytes)?;
                 let reply = app.registry.create(&res, ns, obj, &opts).await?;
@@ -319,8 +286,8 @@ async fn resource(
             }
             Method::DELETE if res.allows("deletecollection") => {
                 let bytes = read_body(body).await?;
-                let opts = delete_options(headers, &bytes, q)?;
-                let params = list_params(q)?;
+                let opts = delete_options(headers, &bytes, &delete_query(info)?)?;
+                let params = list_params(info)?;
                 delete_collection(app, &res, ns, &params, &opts).await
             }
             _ => Err(not_allowed(method.as_str())),
@@ -333,9 +300,20 @@ async fn resource(
                 ));
             }
             match sub {
-                None => object(app, method, headers, &res, ns, name, Part::Main, body, q).await,
+                None => object(app, method, headers, &res, ns, name, Part::Main, body, info).await,
                 Some("status") if res.subresources.status => {
-                    object(app, method, headers, &res, ns, name, Part::Status, body, q).await
+                    object(
+                        app,
+                        method,
+                        headers,
+                        &res,
+                        ns,
+                        name,
+                        Part::Status,
+                        body,
+                        info,
+                    )
+                    .await
                 }
                 Some("scale") if res.subresources.scale.is_some() => {
                     super::scale::serve(app, method, headers, &res, ns, name, body, q).await
@@ -372,8 +350,9 @@ async fn object(
     name: &str,
     part: Part,
     body: Body,
-    q: &Query,
+    info: &request::RequestInfo,
 ) -> Result<Response, ApiError> {
+    let q = &info.query;
     let shape = negotiate::object_shape(headers)?;
     match method {
         Method::GET => {
@@ -381,21 +360,27 @@ async fn object(
             object_response(StatusCode::OK, bytes, res, shape, q)
         }
         Method::PUT => {
-            let mut opts = write_options(q)?;
-            default_field_manager(&mut opts, headers);
+            let opts = write_options_of(info)?;
             let bytes = read_body(body).await?;
             let obj = decode_object(headers, &bytes)?;
             let reply = app.registry.update(res, ns, name, part, obj, &opts).await?;
             reply_response(reply, res, shape, q)
         }
         Method::PATCH => {
-            let mut opts = write_options(q)?;
+            let PatchOptions {
+                write: opts,
+                patch_type,
+                force,
+            } = match options(info)? {
+                Options::Patch(p) => p.clone(),
+                _ => return Err(ApiError::Internal("a PATCH without patch options".into())),
+            };
             // The content type first: `force` is allowed only with an apply patch (kubectl
             // `apply --server-side` always sends it).
-            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+            let ty = patch_type.map_err(|_| ApiError::UnsupportedMediaType {
                 accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
             })?;
-            if q.contains_key("force") && ty != negotiate::BodyType::ApplyPatch {
+            if force.is_some() && ty != negotiate::BodyType::ApplyPatch {
                 return Err(ApiError::invalid_options(
                     "PatchOptions",
                     vec![crate::registry::validation::FieldError::forbidden(
@@ -405,9 +390,10 @@ async fn object(
                 ));
             }
             if ty == negotiate::BodyType::ApplyPatch {
-                return apply_object(app, res, (ns, name, part), body, q, &opts, shape).await;
+                let force = force.unwrap_or(false);
+                return apply_object(app, res, (ns, name, part), body, q, (&opts, force), shape)
+                    .await;
             }
-            default_field_manager(&mut opts, headers);
             let bytes = read_body(body).await?;
             // Custom resources (they have a structural schema) take no strategic merge patch.
             let patch = Patch::parse(ty, &bytes, res.strategy.structural_schema().is_none())?;
@@ -416,7 +402,7 @@ async fn object(
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
-            let opts = delete_options(headers, &bytes, q)?;
+            let opts = delete_options(headers, &bytes, &delete_query(info)?)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
             let deleted = crate::controllers::crd::after_delete(&app.registry, res, deleted).await;
             let mut response = delete_response(res, deleted.clone());
@@ -441,7 +427,7 @@ async fn apply_object(
     (ns, name, part): (Option<&str>, &str, Part),
     body: Body,
     q: &Query,
-    opts: &WriteOptions,
+    (opts, force): (&WriteOptions, bool),
     shape: Shape,
 ) -> Result<Response, ApiError> {
     if opts.field_manager.as_deref().is_none_or(str::is_empty) {
@@ -453,7 +439,6 @@ async fn apply_object(
             )],
         ));
     }
-    let force = flag(q, "force").unwrap_or(false);
     let bytes = read_body(body).await?;
     let config: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
@@ -468,26 +453,6 @@ async fn apply_object(
     };
     let reply = app.registry.apply(target, config, force, opts).await?;
     reply_response(reply, res, shape, q)
-}
-
-/// Fills `fieldManager`, when the request has none, from the User-Agent up to its first `/`
-/// (at most 128 characters), as Kubernetes does: `kubectl/v1.32.4 (…)` writes as `kubectl`.
-fn default_field_manager(opts: &mut WriteOptions, headers: &HeaderMap) {
-    if opts.field_manager.as_deref().is_some_and(|m| !m.is_empty()) {
-        return;
-    }
-    opts.field_manager = headers
-        .get(http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(|ua| {
-            ua.split('/')
-                .next()
-                .unwrap_or(ua)
-                .chars()
-                .take(128)
-                .collect::<String>()
-        })
-        .filter(|m| !m.is_empty());
 }
 
 /// Applies a patch through the registry's update path (re-applied if another write races).
@@ -527,7 +492,12 @@ pub(crate) async fn patch_object(
     Ok(reply)
 }
 
-fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
+/// `DeleteOptions` from the body and the query (the query wins), judged together.
+fn delete_options(
+    headers: &HeaderMap,
+    body: &[u8],
+    q: &DeleteQuery,
+) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions::default();
     let mut raw_propagation: Option<String> = None;
     let parsed = if body.iter().all(u8::is_ascii_whitespace) {
@@ -561,16 +531,16 @@ fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteO
             },
         };
     }
-    if let Some(p) = q.get("propagationPolicy") {
+    if let Some(p) = &q.propagation_policy {
         raw_propagation = Some(p.clone());
     }
-    if let Some(g) = q.get("gracePeriodSeconds") {
-        opts.grace_period_seconds = g.parse().ok();
+    if q.grace_period_seconds.is_some() {
+        opts.grace_period_seconds = q.grace_period_seconds;
     }
-    if let Some(o) = flag(q, "orphanDependents") {
+    if let Some(o) = q.orphan_dependents {
         opts.orphan_dependents = Some(o);
     }
-    if q.get("dryRun").map(String::as_str) == Some("All") {
+    if q.dry_run {
         opts.dry_run = true;
     }
     opts.propagation =

@@ -14,28 +14,7 @@ use crate::api::error::ApiError;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{ListAt, ListOptions, Storage, StorageError, Stored};
 
-/// The query parameters of a list or watch.
-#[derive(Clone, Debug, Default)]
-pub struct ListParams {
-    /// `labelSelector`.
-    pub label_selector: Option<String>,
-    /// `fieldSelector`.
-    pub field_selector: Option<String>,
-    /// `limit`.
-    pub limit: Option<i64>,
-    /// `continue`.
-    pub continue_token: Option<String>,
-    /// `resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `resourceVersionMatch`.
-    pub resource_version_match: Option<String>,
-    /// `sendInitialEvents`.
-    pub send_initial_events: Option<bool>,
-    /// `allowWatchBookmarks`.
-    pub allow_watch_bookmarks: bool,
-    /// `timeoutSeconds`.
-    pub timeout_seconds: Option<u64>,
-}
+pub use crate::api::options::ListParams;
 
 /// Which objects a request selects: label and field selectors, checked against the kind.
 #[derive(Debug, Clone)]

@@ -23,28 +23,7 @@ use crate::storage::{
     Outcome, Preconditions, Storage, StorageError, Stored, Update, resource_version_of,
 };
 
-/// How unknown fields in a request body are treated (`fieldValidation`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FieldValidation {
-    /// Drop them silently.
-    Ignore,
-    /// Drop them and warn (the default).
-    #[default]
-    Warn,
-    /// Reject the request.
-    Strict,
-}
-
-/// Options shared by create, update and patch.
-#[derive(Clone, Debug, Default)]
-pub struct WriteOptions {
-    /// `dryRun=All`: do everything but persist.
-    pub dry_run: bool,
-    /// `fieldManager`.
-    pub field_manager: Option<String>,
-    /// `fieldValidation`.
-    pub field_validation: FieldValidation,
-}
+pub use crate::api::options::{FieldValidation, WriteOptions};
 
 /// Which part of an object a write addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
