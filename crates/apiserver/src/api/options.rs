@@ -12,12 +12,15 @@
 //! Names and messages follow Kubernetes' `metav1` option types (`ListOptions`, `CreateOptions`,
 //! `PatchOptions`, `DeleteOptions`) and their query conversions.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::body::BodyType;
 use super::error::ApiError;
 use super::field::FieldError;
 use super::request_info::{Query, query_bool};
+use super::user::User;
 
 /// How unknown fields in a request body are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,6 +43,9 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
+    /// Who writes, for the admission stages (set by the handler from the authenticated
+    /// request; `None` for the server's own writes).
+    pub user: Option<Arc<User>>,
 }
 
 /// The query parameters of a list or watch.
@@ -219,6 +225,7 @@ impl WriteOptions {
             dry_run,
             field_manager,
             field_validation,
+            user: None,
         })
     }
 

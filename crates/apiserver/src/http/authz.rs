@@ -8,6 +8,10 @@
 //! Everyone else is checked against [`crate::auth::rbac::RbacIndex`], which is rebuilt only
 //! after RBAC objects change; a successful RBAC write through this layer marks it stale at
 //! once, so the next request sees the new binding.
+//!
+//! Escalation prevention for RBAC writes is not decided here: it needs the object as it will
+//! be stored, so it runs in the registry as a validating admission stage
+//! (`registry/admission/escalation.rs`), and this layer never reads a request's body.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -144,17 +148,6 @@ pub(crate) async fn authorize(
                 return forbidden(&user.name, &create, &decision.reason).into_response();
             }
         }
-        if let Some(kind) = rbac_write_kind(&attrs) {
-            let (parts, body) = req.into_parts();
-            let bytes = match super::resources::read_body(body).await {
-                Ok(b) => b,
-                Err(e) => return e.into_response(),
-            };
-            if let Err(e) = check_escalation(&app, &user, &attrs, kind, &parts.headers, &bytes) {
-                return e.into_response();
-            }
-            req = Request::from_parts(parts, axum::body::Body::from(bytes));
-        }
     }
     let rbac_write = req.method() != Method::GET
         && req.method() != Method::HEAD
@@ -193,184 +186,6 @@ fn creates_through_update(app: &App, attrs: &Attributes, apply: bool) -> Option<
             target: attrs.target.clone(),
         }),
         _ => None,
-    }
-}
-
-/// Which RBAC kind a create, update or patch writes, if it writes one.
-fn rbac_write_kind(attrs: &Attributes) -> Option<&'static str> {
-    let Target::Resource(r) = &attrs.target else {
-        return None;
-    };
-    if r.group != "rbac.authorization.k8s.io"
-        || !r.subresource.is_empty()
-        || !matches!(attrs.verb.as_str(), "create" | "update" | "patch")
-    {
-        return None;
-    }
-    match r.resource.as_str() {
-        "roles" => Some("Role"),
-        "clusterroles" => Some("ClusterRole"),
-        "rolebindings" => Some("RoleBinding"),
-        "clusterrolebindings" => Some("ClusterRoleBinding"),
-        _ => None,
-    }
-}
-
-/// The object a write would store: the body of a create or update, or the patched object.
-/// `None` when it cannot be worked out here; the handler then reports what is wrong.
-fn written_object(
-    app: &App,
-    attrs: &Attributes,
-    r: &ResourceAttributes,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Option<serde_json::Value> {
-    if attrs.verb != "patch" {
-        return super::resources::decode_object(headers, body).ok();
-    }
-    let ty = super::negotiate::body_type(headers).ok()?;
-    if ty == super::negotiate::BodyType::ApplyPatch {
-        // Server-side apply: the applied configuration is what this manager asks for.
-        return serde_saphyr::from_slice::<serde_json::Value>(body)
-            .ok()
-            .filter(serde_json::Value::is_object);
-    }
-    let res = app
-        .registry
-        .catalog()
-        .find(&r.group, &r.version, &r.resource)?;
-    let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
-    let current = app
-        .registry
-        .get_value(&res, ns, &r.name)
-        .unwrap_or_else(|_| serde_json::json!({}));
-    let patch = crate::patch::Patch::parse(ty, body, true).ok()?;
-    patch.apply(&res.qualified_kind(), &current).ok()
-}
-
-/// Escalation prevention (spec §18.4) for a write of an RBAC object by `user`.
-fn check_escalation(
-    app: &App,
-    user: &User,
-    attrs: &Attributes,
-    kind: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(), ApiError> {
-    use crate::auth::escalation::{escalation_message, missing_rules};
-    use crate::auth::rbac::{PolicyRule, RoleRef};
-
-    let Target::Resource(r) = &attrs.target else {
-        return Ok(());
-    };
-    let Some(obj) = written_object(app, attrs, r, headers, body) else {
-        return Ok(());
-    };
-    let snapshot = app.rbac.snapshot();
-    let namespace = if kind == "Role" || kind == "RoleBinding" {
-        r.namespace.as_str()
-    } else {
-        ""
-    };
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .unwrap_or(&r.name)
-        .to_string();
-    let may = |verb: &str, resource: &str, target: &str| {
-        let check = Attributes {
-            verb: verb.into(),
-            target: Target::Resource(ResourceAttributes {
-                group: "rbac.authorization.k8s.io".into(),
-                version: "v1".into(),
-                resource: resource.into(),
-                subresource: String::new(),
-                namespace: namespace.into(),
-                name: target.into(),
-            }),
-        };
-        snapshot.authorize(user, &check).allowed
-    };
-    let requested: Vec<PolicyRule> = match kind {
-        "Role" | "ClusterRole" => {
-            let plural = if kind == "Role" {
-                "roles"
-            } else {
-                "clusterroles"
-            };
-            if may("escalate", plural, &r.name) {
-                return Ok(());
-            }
-            let rules: Vec<PolicyRule> =
-                serde_json::from_value(obj["rules"].clone()).unwrap_or_default();
-            if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
-                let everything = serde_json::from_value::<Vec<PolicyRule>>(serde_json::json!([
-                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                    {"nonResourceURLs": ["*"], "verbs": ["*"]}
-                ]))
-                .unwrap_or_default();
-                let (held, _) = snapshot.rules_for(user, namespace);
-                if !missing_rules(&held, &everything).is_empty() {
-                    return Err(forbidden_write(
-                        r,
-                        &name,
-                        "must have cluster-admin privileges to use the aggregationRule".into(),
-                    ));
-                }
-            }
-            rules
-        }
-        _ => {
-            let role_ref: RoleRef =
-                serde_json::from_value(obj["roleRef"].clone()).unwrap_or_default();
-            let plural = if role_ref.kind == "Role" {
-                "roles"
-            } else {
-                "clusterroles"
-            };
-            if may("bind", plural, &role_ref.name) {
-                return Ok(());
-            }
-            match snapshot.role_ref_rules(&role_ref, namespace) {
-                Ok(rules) => rules.to_vec(),
-                Err(_) => {
-                    return Err(ApiError::NotFound {
-                        resource: GroupResource {
-                            group: "rbac.authorization.k8s.io".into(),
-                            resource: role_ref.kind.to_ascii_lowercase(),
-                        },
-                        name: role_ref.name,
-                    });
-                }
-            }
-        }
-    };
-    let (held, errors) = snapshot.rules_for(user, namespace);
-    let missing = missing_rules(&held, &requested);
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(forbidden_write(
-        r,
-        &name,
-        escalation_message(&user.name, &user.groups, &missing, &errors),
-    ))
-}
-
-/// `<res> "<name>" is forbidden: <why>` for a write of an RBAC object.
-fn forbidden_write(r: &ResourceAttributes, name: &str, why: String) -> ApiError {
-    let resource = GroupResource {
-        group: r.group.clone(),
-        resource: r.resource.clone(),
-    };
-    ApiError::Forbidden {
-        message: format!(
-            "{resource} {} is forbidden: {why}",
-            crate::auth::rbac::quote(name)
-        ),
-        resource,
-        name: Some(name.to_string()),
-        causes: Vec::new(),
     }
 }
 

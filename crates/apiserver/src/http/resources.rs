@@ -141,13 +141,18 @@ fn list_params(info: &request::RequestInfo) -> Result<ListParams, ApiError> {
     }
 }
 
-/// The write options of a `create` or `update`.
-fn write_options_of(info: &request::RequestInfo) -> Result<WriteOptions, ApiError> {
-    match options(info)? {
-        Options::Write(opts) => Ok(opts.clone()),
-        Options::Patch(p) => Ok(p.write.clone()),
-        _ => WriteOptions::from_query(&info.query),
-    }
+/// The write options of a `create` or `update`, with the user who writes.
+fn write_options_of(
+    info: &request::RequestInfo,
+    user: Option<&Arc<super::User>>,
+) -> Result<WriteOptions, ApiError> {
+    let mut opts = match options(info)? {
+        Options::Write(opts) => opts.clone(),
+        Options::Patch(p) => p.write.clone(),
+        _ => WriteOptions::from_query(&info.query)?,
+    };
+    opts.user = user.cloned();
+    Ok(opts)
 }
 
 /// The query part of a `delete` or `deletecollection`.
@@ -278,7 +283,7 @@ async fn resource(
                     return Err(ApiError::NoSuchPath);
                 }
                 let shape = negotiate::object_shape(headers)?;
-                let opts = write_options_of(info)?;
+                let opts = write_options_of(info, user.as_ref())?;
                 let bytes = read_body(body).await?;
                 let obj = decode_object(headers, &bytes)?;
                 let reply = app.registry.create(&res, ns, obj, &opts).await?;
@@ -300,7 +305,20 @@ async fn resource(
                 ));
             }
             match sub {
-                None => object(app, method, headers, &res, ns, name, Part::Main, body, info).await,
+                None => {
+                    object(
+                        app,
+                        method,
+                        headers,
+                        &res,
+                        ns,
+                        name,
+                        Part::Main,
+                        body,
+                        (info, user),
+                    )
+                    .await
+                }
                 Some("status") if res.subresources.status => {
                     object(
                         app,
@@ -311,7 +329,7 @@ async fn resource(
                         name,
                         Part::Status,
                         body,
-                        info,
+                        (info, user),
                     )
                     .await
                 }
@@ -350,7 +368,7 @@ async fn object(
     name: &str,
     part: Part,
     body: Body,
-    info: &request::RequestInfo,
+    (info, user): (&request::RequestInfo, Option<Arc<super::User>>),
 ) -> Result<Response, ApiError> {
     let q = &info.query;
     let shape = negotiate::object_shape(headers)?;
@@ -360,7 +378,7 @@ async fn object(
             object_response(StatusCode::OK, bytes, res, shape, q)
         }
         Method::PUT => {
-            let opts = write_options_of(info)?;
+            let opts = write_options_of(info, user.as_ref())?;
             let bytes = read_body(body).await?;
             let obj = decode_object(headers, &bytes)?;
             let reply = app.registry.update(res, ns, name, part, obj, &opts).await?;
@@ -368,13 +386,14 @@ async fn object(
         }
         Method::PATCH => {
             let PatchOptions {
-                write: opts,
+                write: mut opts,
                 patch_type,
                 force,
             } = match options(info)? {
                 Options::Patch(p) => p.clone(),
                 _ => return Err(ApiError::Internal("a PATCH without patch options".into())),
             };
+            opts.user = user;
             // The content type first: `force` is allowed only with an apply patch (kubectl
             // `apply --server-side` always sends it).
             let ty = patch_type.map_err(|_| ApiError::UnsupportedMediaType {

@@ -9,6 +9,7 @@
 //!
 //! Start with [`Registry::new`] and [`rest`].
 
+pub mod admission;
 pub mod builtin;
 pub mod crd;
 pub mod list;
@@ -84,6 +85,8 @@ pub struct Registry {
     store: Arc<Store>,
     /// The built-in resources, which every catalog starts with.
     builtin: Vec<Arc<Resource>>,
+    /// The admission stages every write passes.
+    admission: RwLock<Arc<admission::Admission>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -100,7 +103,24 @@ impl Registry {
             builtin: catalog.resources.clone(),
             catalog: RwLock::new(Arc::new(catalog)),
             store,
+            admission: RwLock::new(Arc::new(admission::Admission::new())),
         }
+    }
+
+    /// The admission stages every write passes.
+    pub fn admission(&self) -> Arc<admission::Admission> {
+        self.admission
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the admission stages.
+    pub fn set_admission(&self, stages: admission::Admission) {
+        *self
+            .admission
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(stages);
     }
 
     /// The current catalog.

@@ -10,6 +10,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::Registry;
+use super::admission;
 use super::resource::Resource;
 use super::validation::{FieldError, check_name, validate_object_meta};
 use crate::api::error::{ApiError, GroupResource};
@@ -500,6 +501,16 @@ impl Registry {
         let applied = (mode == WriteMode::Apply).then(|| decode_managed(&body));
         let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
         self.settle_namespace(res, &mut obj, ns)?;
+        let admission = self.admission();
+        let attrs = admission::Attributes {
+            user: opts.user.as_deref(),
+            res,
+            operation: admission::Operation::Create,
+            namespace: ns,
+            name: "",
+            old: None,
+        };
+        admission.mutate(&attrs, &mut obj)?;
         let meta = meta_mut(&mut obj);
         if meta
             .get("resourceVersion")
@@ -534,6 +545,7 @@ impl Registry {
             meta_mut(&mut obj).insert("name".into(), json!(generate_name(prefix)));
         }
         self.validate_object(res, &obj, None, &mut warnings)?;
+        admission.validate(&attrs, &obj)?;
         let name = name_of(&obj).to_string();
         if res.namespaced {
             self.check_namespace_for_create(res, ns.unwrap_or_default(), &name)?;
@@ -878,6 +890,16 @@ impl Registry {
         (opts, mode): (&WriteOptions, WriteMode),
     ) -> Result<Value, ApiError> {
         let mut new = produce(old)?;
+        let admission = self.admission();
+        let attrs = admission::Attributes {
+            user: opts.user.as_deref(),
+            res,
+            operation: admission::Operation::Update,
+            namespace: meta_str(old, "namespace"),
+            name,
+            old: Some(old),
+        };
+        admission.mutate(&attrs, &mut new)?;
         // An apply worked out the managedFields. Another write to the main resource may send
         // its own: `[]` clears the record, readable entries replace it (kubectl rewrites them
         // when it moves an object from client-side to server-side apply); otherwise the
@@ -1012,6 +1034,7 @@ impl Registry {
             res.strategy.prepare_for_update(&mut new, old);
         }
         self.validate_object(res, &new, Some(old), warnings)?;
+        admission.validate(&attrs, &new)?;
         if res.strategy.tracks_generation()
             && part == Part::Main
             && res.strategy.generation_changed(&new, old)

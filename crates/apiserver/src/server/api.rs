@@ -208,6 +208,11 @@ impl ApiServer {
         let signer = TokenSigner::load_or_generate(config.data_dir.as_deref())
             .map_err(|e| ServerError::Credentials(e.to_string()))?;
         let rbac = Arc::new(RbacIndex::new(registry.store().clone()));
+        registry.set_admission(
+            crate::registry::admission::Admission::new().with_validating(Arc::new(
+                crate::registry::admission::escalation::EscalationPrevention::new(rbac.clone()),
+            )),
+        );
         let stop = CancellationToken::new();
         let app = Arc::new(App {
             registry: registry.clone(),
