@@ -7,6 +7,25 @@
 //!
 //! Handlers stay thin: they parse a request into a [`crate::registry::Registry`] call and
 //! render its result.
+//!
+//! # The pipeline
+//!
+//! Every request passes these stages, in this order; each has one job and one home:
+//!
+//! | # | stage | where |
+//! |---|---|---|
+//! | 1 | parse: path, verb, query and typed options, once ([`request::RequestInfo`]) | `parse_request` here, [`crate::api::request_info`], [`crate::api::options`] |
+//! | 2 | authenticate: bearer token or transport → [`User`] (401) | `authenticate` here, [`crate::auth::token`], [`crate::auth::sa_token`] |
+//! | 3 | authorize: impersonation, then RBAC on the request's attributes (403) | `authz::authorize`, [`crate::auth::rbac`] |
+//! | 4 | route and decode: discovery, or a resource verb; the body read once, bounded, decoded by its content type | `resources::dispatch`, [`negotiate`], `protobuf` |
+//! | 5 | mutating admission (no stages yet) | [`crate::registry::admission`] |
+//! | 6 | defaults, pruning, validation | the resource's [`crate::registry::Strategy`], [`crate::schema`] |
+//! | 7 | validating admission (RBAC escalation prevention) | [`crate::registry::admission`] |
+//! | 8 | the registry's verb, then storage | [`crate::registry`], [`crate::storage`] |
+//! | 9 | encode: object, list, Table, metadata, watch lines; errors as `Status` | [`render`], [`watch`], [`error`] |
+//!
+//! Stages 1–3 are tower layers, composed in [`router`] in the order above; 4 and 9 are the
+//! handlers; 5–8 run inside the registry's verbs.
 
 pub(crate) mod authz;
 pub mod discovery;
@@ -82,12 +101,16 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/openapi/v3/{*path}", get(openapi::document_handler))
         .route("/openapi/v2", get(not_found))
         .fallback(resources::dispatch)
-        .layer(middleware::from_fn_with_state(
-            app.clone(),
-            authz::authorize,
-        ))
-        .layer(middleware::from_fn_with_state(app.clone(), authenticate))
-        .layer(middleware::from_fn(parse_request))
+        // Stages 1–3 of the pipeline, outermost first: a request meets them in this order.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(middleware::from_fn(parse_request))
+                .layer(middleware::from_fn_with_state(app.clone(), authenticate))
+                .layer(middleware::from_fn_with_state(
+                    app.clone(),
+                    authz::authorize,
+                )),
+        )
         .with_state(app)
 }
 
