@@ -151,7 +151,7 @@ impl Registry {
     /// # Errors
     /// 422 for `sendInitialEvents` without `resourceVersionMatch=NotOlderThan` and for
     /// `resourceVersionMatch` without `sendInitialEvents`; 400 for bad selectors or a
-    /// resourceVersion that is not a number; 504 (with `Retry-After`) when a future
+    /// resourceVersion that is not a number; 504 (Timeout) when a future
     /// resourceVersion does not arrive in time; the initial list's errors. A start revision
     /// older than the history is no error: the stream carries one 410 `ERROR` event.
     pub async fn watch(
