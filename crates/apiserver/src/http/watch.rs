@@ -1,27 +1,25 @@
-//! Watch streams: `{"type":…,"object":…}` lines, one per change, flushed as they come.
+//! Watch responses: the registry's typed events ([`crate::registry::watch`]) framed as
+//! `{"type":…,"object":…}` lines, one per event, in a chunked body flushed as they come.
 //!
-//! A stream starts with synthetic `ADDED` events for the current objects (when no
-//! resourceVersion, `0`, or `sendInitialEvents` asks for them), then carries every change after
-//! its starting revision from the storage history. Selector transitions become `ADDED` and
-//! `DELETED`, as in Kubernetes. Bookmarks are sent when allowed (after the initial events, if
-//! asked, on a quiet stream every `bookmark_interval`, and just before `timeoutSeconds` ends the
-//! stream). A watcher that falls behind the
-//! history receives an `ERROR` event with a 410 Status and the stream ends; clients re-list.
+//! The watch semantics (initial events, selector transitions, bookmarks, timeouts, 410 expiry)
+//! are the registry's. This file frames: a history event the registry hands out as it is stored
+//! goes out, on a plain JSON watch, as the line the history rendered once for all watchers
+//! (fan-out costs one copy of a reference per watcher); other objects are rendered here in the
+//! negotiated shape (the object, a `PartialObjectMetadata`, or a one-row `Table` with the
+//! columns in the first only). Bookmarks and errors are never turned into Table rows.
 //!
-//! Plain JSON watches without selectors send the event line the history rendered once for all
-//! watchers, so fan-out costs one copy of a reference per watcher.
+//! It also keeps the per-user bound on open watches ([`WatchSlots`]): it counts open
+//! connections per user, a transport concern of the HTTP layer; the registry knows no users.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-use serde_json::{Value, json};
-use tokio::time::Instant;
+use serde_json::json;
 
 use super::App;
 use super::error::ApiError;
@@ -29,13 +27,9 @@ use super::negotiate::Shape;
 use super::render::{self, IncludeObject};
 use super::resources::Query;
 use crate::registry::Resource;
-use crate::registry::list::{ListParams, Selection};
-use crate::registry::validation::FieldError;
-use crate::storage::{EventType, Storage, StorageError, WatchEvent, Watcher, render_line};
-
-fn invalid(detail: &str, field: &str) -> ApiError {
-    ApiError::invalid_options("ListOptions", vec![FieldError::forbidden(field, detail)])
-}
+use crate::registry::list::ListParams;
+use crate::registry::watch::{Event, EventKind, EventObject, WatchConfig};
+use crate::storage::render_line;
 
 /// Serves a watch request on a collection.
 pub(crate) async fn serve(
@@ -47,98 +41,27 @@ pub(crate) async fn serve(
     q: &Query,
     slot: WatchSlot,
 ) -> Result<Response, ApiError> {
-    let rv_match = params
-        .resource_version_match
-        .as_deref()
-        .filter(|s| !s.is_empty());
-    let send_initial = params.send_initial_events;
-    match (send_initial, rv_match) {
-        (Some(true), m) if m != Some("NotOlderThan") => {
-            return Err(invalid(
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                "sendInitialEvents",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(invalid(
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                "resourceVersionMatch",
-            ));
-        }
-        _ => {}
-    }
-    let selection = Selection::new(res, params)?;
-    let rv = params.resource_version.as_deref().filter(|s| !s.is_empty());
-    let requested = match rv {
-        None | Some("0") => None,
-        Some(v) => Some(
-            v.parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?,
-        ),
+    let config = WatchConfig {
+        bookmark_interval: app.bookmark_interval,
+        shutdown: app.shutdown.clone(),
     };
-    if let Some(n) = requested {
-        app.registry.wait_for_rv(n).await?;
-    }
-    let wants_initial = match send_initial {
-        Some(flag) => flag,
-        None => requested.is_none(),
-    };
-    let mut state = Stream {
-        app: app.clone(),
+    let events = app.registry.watch(res, ns, params, config).await?;
+    let framing = Framing {
         res: res.clone(),
-        selection,
         shape,
         include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
-        watcher: None,
-        pending: VecDeque::new(),
         columns_sent: false,
-        bookmarks: params.allow_watch_bookmarks,
-        // A timeout past what the clock can represent (`timeoutSeconds=9223372036854775807`)
-        // is no timeout at all.
         _slot: slot,
-        deadline: params
-            .timeout_seconds
-            .and_then(|t| Instant::now().checked_add(Duration::from_secs(t))),
-        done: false,
     };
-    let start = if wants_initial {
-        let snapshot_params = ListParams {
-            label_selector: params.label_selector.clone(),
-            field_selector: params.field_selector.clone(),
-            ..Default::default()
-        };
-        let out = app.registry.list(res, ns, &snapshot_params).await?;
-        for item in &out.items {
-            if let Ok(v) = serde_json::from_slice::<Value>(item) {
-                let line = state.line("ADDED", v);
-                state.pending.push_back(line);
+    let stream =
+        futures::stream::unfold((events, framing), |(mut events, mut framing)| async move {
+            loop {
+                let event = events.next().await?;
+                if let Some(line) = framing.line(event) {
+                    return Some((Ok::<_, Infallible>(line), (events, framing)));
+                }
             }
-        }
-        if send_initial == Some(true) && state.bookmarks {
-            let bookmark = state.bookmark(out.rv, true);
-            state.pending.push_back(bookmark);
-        }
-        out.rv
-    } else {
-        requested.unwrap_or_else(|| app.registry.store().current_rv())
-    };
-    match app
-        .registry
-        .store()
-        .watch(&res.collection_prefix(ns), start)
-    {
-        Ok(w) => state.watcher = Some(w),
-        Err(StorageError::Expired { requested, oldest }) => {
-            state.pending.push_back(expired_line(requested, oldest));
-            state.done = true;
-        }
-        Err(e) => return Err(ApiError::from_storage(e, &res.group_resource(), "")),
-    }
-    let stream = futures::stream::unfold(state, |mut st| async move {
-        st.next_chunk()
-            .await
-            .map(|chunk| (Ok::<_, Infallible>(chunk), st))
-    });
+        });
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = StatusCode::OK;
     resp.headers_mut().insert(
@@ -206,38 +129,30 @@ impl Drop for WatchSlot {
     }
 }
 
-fn expired_line(requested: u64, oldest: u64) -> Bytes {
-    let status = ApiError::Expired {
-        message: format!("too old resource version: {requested} ({oldest})"),
-        continue_token: None,
-    }
-    .status();
-    render_line("ERROR", status.to_string().as_bytes())
-}
-
-struct Stream {
-    app: Arc<App>,
+/// How one watch's events become lines.
+struct Framing {
     res: Arc<Resource>,
-    selection: Selection,
     shape: Shape,
     include: IncludeObject,
-    watcher: Option<Watcher>,
-    pending: VecDeque<Bytes>,
     columns_sent: bool,
-    bookmarks: bool,
     /// The user's place among its open watches, given back when the stream ends.
     _slot: WatchSlot,
-    deadline: Option<Instant>,
-    done: bool,
 }
 
-impl Stream {
-    /// Renders an event line for an object in served form.
-    fn line(&mut self, kind: &str, obj: Value) -> Bytes {
-        let body = match self.shape {
-            Shape::Object => obj,
-            Shape::Metadata => render::partial_metadata(&obj),
-            Shape::Table(version) => {
+impl Framing {
+    /// The line of an event in the negotiated shape; `None` when stored bytes do not parse.
+    fn line(&mut self, event: Event) -> Option<Bytes> {
+        let kind = event.kind;
+        let obj = match (self.shape, event.object) {
+            (Shape::Object, EventObject::Stored(e)) => return Some(e.json_line()),
+            (_, object) => object.into_value()?,
+        };
+        let body = match (self.shape, kind) {
+            (Shape::Object, _) | (_, EventKind::Error) | (Shape::Table(_), EventKind::Bookmark) => {
+                obj
+            }
+            (Shape::Metadata, _) => render::partial_metadata(&obj),
+            (Shape::Table(version), _) => {
                 let with_columns = !self.columns_sent;
                 self.columns_sent = true;
                 let mut t = render::table(
@@ -252,121 +167,6 @@ impl Stream {
                 t
             }
         };
-        render_line(kind, body.to_string().as_bytes())
-    }
-
-    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
-        let (kind, api_version) = match self.shape {
-            Shape::Metadata => (
-                "PartialObjectMetadata".to_string(),
-                "meta.k8s.io/v1".to_string(),
-            ),
-            _ => (self.res.kind.clone(), self.res.api_version()),
-        };
-        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
-        if initial_end {
-            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
-        render_line("BOOKMARK", obj.to_string().as_bytes())
-    }
-
-    /// Renders a storage event for this watcher, or `None` when it is filtered out.
-    fn event_line(&mut self, e: &WatchEvent) -> Option<Bytes> {
-        let plain = self.shape == Shape::Object && !self.res.strategy.converts();
-        if plain && self.selection.is_everything() {
-            return Some(e.json_line());
-        }
-        let current: Value = serde_json::from_slice(&e.object).ok()?;
-        let (kind, obj) = if self.selection.is_everything() {
-            (e.kind.as_str(), current)
-        } else {
-            let now = self.selection.matches(&self.res, &current);
-            let before = e
-                .prev
-                .as_ref()
-                .and_then(|p| serde_json::from_slice::<Value>(&p.bytes).ok())
-                .is_some_and(|p| self.selection.matches(&self.res, &p));
-            match (e.kind, before, now) {
-                (EventType::Added, _, true) => ("ADDED", current),
-                (EventType::Modified, true, true) => ("MODIFIED", current),
-                (EventType::Modified, false, true) => ("ADDED", current),
-                (EventType::Modified, true, false) => {
-                    let mut prev: Value = e
-                        .prev
-                        .as_ref()
-                        .and_then(|p| serde_json::from_slice(&p.bytes).ok())?;
-                    crate::storage::set_resource_version(&mut prev, e.rv);
-                    ("DELETED", prev)
-                }
-                (EventType::Deleted, _, true) => ("DELETED", current),
-                _ => return None,
-            }
-        };
-        if plain && kind == e.kind.as_str() {
-            return Some(e.json_line());
-        }
-        let served = self.res.strategy.to_served(obj);
-        Some(self.line(kind, served))
-    }
-
-    async fn next_chunk(&mut self) -> Option<Bytes> {
-        enum Woke {
-            Stop,
-            TimedOut(Result<u64, StorageError>),
-            Bookmark(Result<u64, StorageError>),
-            Event(Result<Arc<WatchEvent>, StorageError>),
-        }
-        loop {
-            if let Some(line) = self.pending.pop_front() {
-                return Some(line);
-            }
-            if self.done {
-                return None;
-            }
-            let mut watcher = self.watcher.take()?;
-            let shutdown = self.app.shutdown.clone();
-            let woke = tokio::select! {
-                biased;
-                () = shutdown.cancelled() => Woke::Stop,
-                () = sleep_until(self.deadline) => Woke::TimedOut(watcher.progress()),
-                () = tokio::time::sleep(self.app.bookmark_interval), if self.bookmarks => {
-                    Woke::Bookmark(watcher.progress())
-                }
-                next = watcher.next() => Woke::Event(next),
-            };
-            self.watcher = Some(watcher);
-            match woke {
-                Woke::Stop => return None,
-                // A last bookmark lets the client re-watch from the newest revision it saw.
-                Woke::TimedOut(Ok(rv)) if self.bookmarks => {
-                    self.done = true;
-                    return Some(self.bookmark(rv, false));
-                }
-                Woke::TimedOut(Ok(_)) => return None,
-                Woke::Bookmark(Ok(rv)) => return Some(self.bookmark(rv, false)),
-                Woke::Event(Ok(event)) => {
-                    if let Some(line) = self.event_line(&event) {
-                        return Some(line);
-                    }
-                }
-                Woke::TimedOut(Err(StorageError::Expired { requested, oldest }))
-                | Woke::Bookmark(Err(StorageError::Expired { requested, oldest }))
-                | Woke::Event(Err(StorageError::Expired { requested, oldest })) => {
-                    self.done = true;
-                    return Some(expired_line(requested, oldest));
-                }
-                Woke::TimedOut(Err(_)) | Woke::Bookmark(Err(_)) | Woke::Event(Err(_)) => {
-                    return None;
-                }
-            }
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
+        Some(render_line(kind.as_str(), body.to_string().as_bytes()))
     }
 }

@@ -18,6 +18,7 @@ pub mod resource;
 pub mod rest;
 pub mod strategy;
 pub mod validation;
+pub mod watch;
 
 use std::sync::{Arc, RwLock};
 
