@@ -8,7 +8,6 @@ use serde_json::{Map, Value, json};
 
 use crate::registry::Resource;
 use crate::registry::list::ListOutput;
-use crate::registry::printers;
 
 /// `includeObject` of a Table request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,17 +105,11 @@ pub fn table(
     with_columns: bool,
 ) -> Value {
     let now = now_seconds();
-    let custom_columns = res.strategy.table_columns();
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
             let mut row = Map::new();
-            let cells = if custom_columns.is_some() {
-                res.strategy.table_cells(obj, now)
-            } else {
-                printers::cells(&res.group, &res.kind, obj, now)
-            };
-            row.insert("cells".into(), Value::Array(cells));
+            row.insert("cells".into(), Value::Array(res.printer.cells(obj, now)));
             match include {
                 IncludeObject::None => {}
                 IncludeObject::Metadata => {
@@ -139,10 +132,8 @@ pub fn table(
         }
         None => json!({}),
     };
-    let columns = if let (true, Some(custom)) = (with_columns, custom_columns) {
-        Value::Array(custom)
-    } else if with_columns {
-        serde_json::to_value(printers::columns(&res.group, &res.kind)).unwrap_or(Value::Null)
+    let columns = if with_columns {
+        res.printer.columns()
     } else {
         Value::Null
     };

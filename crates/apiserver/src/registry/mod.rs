@@ -13,7 +13,7 @@ pub mod admission;
 pub mod builtin;
 pub mod crd;
 pub mod list;
-pub(crate) mod printers;
+pub mod printers;
 pub mod resource;
 pub mod rest;
 pub mod strategy;

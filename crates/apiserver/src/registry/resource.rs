@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::api::error::GroupResource;
 
+use super::printers::TablePrinter;
 use super::strategy::Strategy;
 
 /// The `scale` subresource's mapping onto the parent object.
@@ -71,6 +72,9 @@ pub struct Resource {
     pub storage_prefix: String,
     /// The kind-specific behaviour.
     pub strategy: Arc<dyn Strategy>,
+    /// What prints its objects as Table rows (built-in printers and custom resources'
+    /// `additionalPrinterColumns` alike).
+    pub printer: Arc<dyn TablePrinter>,
 }
 
 impl std::fmt::Debug for Resource {

@@ -103,20 +103,6 @@ pub trait Strategy: Send + Sync + 'static {
         dotted(obj, label)
     }
 
-    /// The Table columns of a kind that prints its own (custom resources'
-    /// `additionalPrinterColumns`), as `columnDefinitions` entries; `None` uses the built-in
-    /// printers.
-    fn table_columns(&self) -> Option<Vec<Value>> {
-        None
-    }
-
-    /// The cells of `obj`'s row, matching [`Strategy::table_columns`]; `now` is in seconds
-    /// since the epoch.
-    fn table_cells(&self, obj: &Value, now: i64) -> Vec<Value> {
-        let _ = (obj, now);
-        Vec::new()
-    }
-
     /// The `Warning` every request to this resource gets (deprecated custom resource versions).
     fn deprecation_warning(&self) -> Option<String> {
         None

@@ -120,6 +120,7 @@ impl Def {
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("/{group_dir}/{}", self.plural)),
             strategy: self.strategy,
+            printer: super::printers::builtin(self.group, self.kind),
         }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::jsonpath::JsonPath;
 use crate::api::field::FieldError;
+use crate::registry::printers::TablePrinter;
 use crate::registry::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use crate::registry::strategy::{Decoded, Strategy};
 use crate::schema::{self, Structural};
@@ -37,7 +38,6 @@ pub struct CustomStrategy {
     storage_api_version: String,
     schema: Arc<Structural>,
     status_subresource: bool,
-    columns: Vec<PrinterColumn>,
     deprecation: Option<String>,
 }
 
@@ -148,7 +148,19 @@ impl Strategy for CustomStrategy {
         Some(self.schema.clone())
     }
 
-    fn table_columns(&self) -> Option<Vec<Value>> {
+    fn deprecation_warning(&self) -> Option<String> {
+        self.deprecation.clone()
+    }
+}
+
+/// The Table printer of a custom resource version: `Name`, then its
+/// `additionalPrinterColumns` (or `Age` when it declares none).
+struct CustomPrinter {
+    columns: Vec<PrinterColumn>,
+}
+
+impl TablePrinter for CustomPrinter {
+    fn columns(&self) -> Value {
         let mut cols = vec![json!({
             "name": "Name", "type": "string", "format": "name", "priority": 0,
             "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
@@ -159,19 +171,15 @@ impl Strategy for CustomStrategy {
                 "description": c.description, "priority": c.priority,
             }));
         }
-        Some(cols)
+        Value::Array(cols)
     }
 
-    fn table_cells(&self, obj: &Value, now: i64) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: i64) -> Vec<Value> {
         let mut cells = vec![obj["metadata"]["name"].clone()];
         for c in &self.columns {
             cells.push(cell(c, obj, now));
         }
         cells
-    }
-
-    fn deprecation_warning(&self) -> Option<String> {
-        self.deprecation.clone()
     }
 }
 
@@ -359,7 +367,6 @@ pub fn resources_of(crd: &Value, build: Build) -> Vec<Resource> {
             storage_api_version: storage_api_version.clone(),
             schema,
             status_subresource: status,
-            columns: printer_columns(v),
             deprecation,
         };
         out.push(Resource {
@@ -380,6 +387,9 @@ pub fn resources_of(crd: &Value, build: Build) -> Vec<Resource> {
             },
             storage_prefix: storage_prefix(&group, &plural),
             strategy: Arc::new(strategy),
+            printer: Arc::new(CustomPrinter {
+                columns: printer_columns(v),
+            }),
         });
     }
     out
@@ -451,13 +461,18 @@ mod tests {
         let now = jiff::Timestamp::from_second(1_714_564_800 + 300)
             .expect("a valid time")
             .as_second();
-        let cells = rs[0].strategy.table_cells(&obj, now);
+        let cells = rs[0].printer.cells(&obj, now);
         assert_eq!(cells, [json!("w"), json!(3), json!("True"), json!("5m")]);
-        let cols = rs[0].strategy.table_columns().expect("custom columns");
+        let cols = rs[0].printer.columns();
         assert_eq!(cols[3]["priority"], 1);
         // No columns declared: Name and Age.
-        let cols = rs[1].strategy.table_columns().expect("custom columns");
-        let names: Vec<&str> = cols.iter().filter_map(|c| c["name"].as_str()).collect();
+        let cols = rs[1].printer.columns();
+        let names: Vec<&str> = cols
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
         assert_eq!(names, ["Name", "Age"]);
     }
 

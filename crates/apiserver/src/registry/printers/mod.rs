@@ -3,7 +3,7 @@
 //!
 //! kubectl asks for `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` and prints whatever the
 //! server sends, so the columns and their formatting live here, on the server, as they do in
-//! Kubernetes. Start with [`columns`] and [`cells`]; both pick a printer from `(group, kind)`, and
+//! Kubernetes. Start with [`builtin`] and [`TablePrinter`]: a printer is picked from `(group, kind)`, and
 //! each printer's cell function returns an array whose length is its column list's length, so a row
 //! can never be wider or narrower than its header.
 //!
@@ -11,14 +11,14 @@
 //!
 //! - The Table envelope (`metadata`, `rows[].object`, `includeObject`, watch events) belongs to the
 //!   caller.
-//! - Custom resources with `additionalPrinterColumns` are printed elsewhere; a CRD-served kind that
-//!   reaches this module gets the generic `Name`, `Created At` pair.
+//! - Custom resources' `additionalPrinterColumns` are printed by their own [`TablePrinter`]
+//!   (`registry/crd/custom.rs`); every [`Resource`](super::Resource) holds exactly one printer.
 //! - There is no `-o wide` switch: like a real API server, every row carries every column and
 //!   kubectl hides the `priority: 1` ones unless asked.
 //!
 //! # Rules followed (spec §10.1, and Kubernetes' own printers)
 //!
-//! - Age cells are pre-rendered strings ([`human_duration`]); `<unknown>` when the timestamp is
+//! - Age cells are pre-rendered strings (`human_duration`); `<unknown>` when the timestamp is
 //!   absent or unparseable, `<invalid>` when it lies more than a second in the future.
 //! - Counting columns (`Data`, `Secrets`, `Up-to-date`, `Desired`, event `Count`, …) carry JSON
 //!   numbers and are declared `integer`. Kubernetes declares several of them `string` while still
@@ -27,6 +27,8 @@
 //! - Missing or wrongly typed fields never panic: they read as empty, zero or absent.
 //! - RBAC kinds, CRDs and unknown kinds get `Name` plus `Created At` (type `date`, the RFC 3339
 //!   creation time in UTC), as kinds without a dedicated printer do in Kubernetes.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -58,8 +60,39 @@ pub(crate) struct Column {
     pub(crate) priority: u8,
 }
 
+/// What prints one resource's objects as the rows of a `meta.k8s.io` `Table`: one per
+/// resource, held by its [`Resource`](super::Resource), so rendering a Table never asks which
+/// kind of printer a resource has.
+pub trait TablePrinter: Send + Sync {
+    /// The `columnDefinitions`.
+    fn columns(&self) -> Value;
+    /// The cells of `obj`'s row, as many as [`TablePrinter::columns`]; `now` is the server's
+    /// clock in seconds since the Unix epoch.
+    fn cells(&self, obj: &Value, now: i64) -> Vec<Value>;
+}
+
+/// The printer of a built-in kind.
+struct Builtin(Printer);
+
+impl TablePrinter for Builtin {
+    fn columns(&self) -> Value {
+        serde_json::to_value(self.0.columns()).unwrap_or(Value::Null)
+    }
+
+    fn cells(&self, obj: &Value, now: i64) -> Vec<Value> {
+        self.0.cells(obj, now)
+    }
+}
+
+/// The printer of the built-in kind `kind` of `group` (`""` for core); kinds without a
+/// dedicated printer get `Name` and `Created At`.
+pub fn builtin(group: &str, kind: &str) -> Arc<dyn TablePrinter> {
+    Arc::new(Builtin(Printer::of(group, kind)))
+}
+
 /// The columns for a built-in kind (`group` is `""` for the core group), e.g. `("apps",
 /// "Deployment")`. Kinds without a dedicated printer get `Name` and `Created At`.
+#[cfg(test)]
 pub(crate) fn columns(group: &str, kind: &str) -> Vec<Column> {
     Printer::of(group, kind).columns().to_vec()
 }
@@ -68,6 +101,7 @@ pub(crate) fn columns(group: &str, kind: &str) -> Vec<Column> {
 ///
 /// `now` is the server's clock in seconds since the Unix epoch; it is what Age-like cells are
 /// measured against. Fields missing from `obj` read as empty, so this never panics.
+#[cfg(test)]
 pub(crate) fn cells(group: &str, kind: &str, obj: &Value, now: i64) -> Vec<Value> {
     Printer::of(group, kind).cells(obj, now)
 }
