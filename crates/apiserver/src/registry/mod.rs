@@ -15,6 +15,7 @@ pub mod list;
 pub(crate) mod printers;
 pub mod resource;
 pub mod rest;
+pub mod reviews;
 pub mod strategy;
 pub mod validation;
 
