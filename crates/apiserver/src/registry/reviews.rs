@@ -158,10 +158,10 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         match review {
             Review::SelfSubjectAccess => {
-                access_review(authorities.rbac, review, user.clone(), body)
+                access_review(authorities.rbac, review, Ok(user.clone()), body)
             }
             Review::SubjectAccess => {
-                let subject = subject_of(&body)?;
+                let subject = subject_of(&body["spec"]);
                 access_review(authorities.rbac, review, subject, body)
             }
             Review::SelfSubjectRules => rules_review(authorities.rbac, user, &body),
@@ -407,9 +407,9 @@ fn echo(obj: &mut Value, review: Review, status: Value) {
     obj["status"] = status;
 }
 
-/// The subject of a SubjectAccessReview: `spec.user`, `spec.groups`, `spec.uid`.
-fn subject_of(obj: &Value) -> Result<User, ApiError> {
-    let spec = &obj["spec"];
+/// The subject of a SubjectAccessReview `spec`: `user`, `groups`, `uid`; at least one of the
+/// first two must be given.
+fn subject_of(spec: &Value) -> Result<User, FieldError> {
     let user = User {
         name: string_at(spec, "user"),
         groups: strings_at(spec, "groups"),
@@ -417,33 +417,22 @@ fn subject_of(obj: &Value) -> Result<User, ApiError> {
         extra: BTreeMap::new(),
     };
     if user.name.is_empty() && user.groups.is_empty() {
-        return Err(invalid(
-            Review::SubjectAccess.kind(),
-            Review::SubjectAccess.group(),
-            "",
-            vec![FieldError::invalid(
-                "spec.user",
-                json!(""),
-                "at least one of user or group must be specified",
-            )],
+        return Err(FieldError::invalid(
+            "spec.user",
+            json!(""),
+            "at least one of user or group must be specified",
         ));
     }
     Ok(user)
 }
 
-/// A (Self)SubjectAccessReview: whether `subject` may do what `obj`'s spec describes.
-fn access_review(
-    rbac: &RbacIndex,
-    review: Review,
-    subject: User,
-    mut obj: Value,
-) -> Result<Value, ApiError> {
-    let spec = &obj["spec"];
-    let attrs = match (
-        spec.get("resourceAttributes").filter(|v| v.is_object()),
-        spec.get("nonResourceAttributes").filter(|v| v.is_object()),
-    ) {
-        (Some(r), None) => Attributes {
+/// What an access review `spec` asks about: exactly one of `resourceAttributes` and
+/// `nonResourceAttributes`.
+fn attributes_of(spec: &Value) -> Result<Attributes, FieldError> {
+    let resource = spec.get("resourceAttributes").filter(|v| v.is_object());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| v.is_object());
+    match (resource, non_resource) {
+        (Some(r), None) => Ok(Attributes {
             verb: string_at(r, "verb"),
             target: Target::Resource(ResourceAttributes {
                 group: string_at(r, "group"),
@@ -453,31 +442,39 @@ fn access_review(
                 namespace: string_at(r, "namespace"),
                 name: string_at(r, "name"),
             }),
-        },
-        (None, Some(n)) => Attributes {
+        }),
+        (None, Some(n)) => Ok(Attributes {
             verb: string_at(n, "verb"),
             target: Target::NonResource {
                 path: string_at(n, "path"),
             },
-        },
-        (r, _) => {
-            let (field, message) = if r.is_some() {
-                (
-                    "spec.nonResourceAttributes",
-                    "cannot be specified in combination with resourceAttributes",
-                )
-            } else {
-                (
-                    "spec.resourceAttributes",
-                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                )
-            };
-            return Err(invalid(
-                review.kind(),
-                review.group(),
-                "",
-                vec![FieldError::invalid(field, json!(spec), message)],
-            ));
+        }),
+        (Some(_), Some(n)) => Err(FieldError::invalid(
+            "spec.nonResourceAttributes",
+            n.clone(),
+            "cannot be specified in combination with resourceAttributes",
+        )),
+        (None, None) => Err(FieldError::invalid(
+            "spec.resourceAttributes",
+            Value::Null,
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+    }
+}
+
+/// A (Self)SubjectAccessReview: whether `subject` may do what `obj`'s spec describes. Every
+/// problem with the request is reported at once, attributes first, as Kubernetes does.
+fn access_review(
+    rbac: &RbacIndex,
+    review: Review,
+    subject: Result<User, FieldError>,
+    mut obj: Value,
+) -> Result<Value, ApiError> {
+    let (attrs, subject) = match (attributes_of(&obj["spec"]), subject) {
+        (Ok(attrs), Ok(subject)) => (attrs, subject),
+        (attrs, subject) => {
+            let causes = [attrs.err(), subject.err()].into_iter().flatten().collect();
+            return Err(invalid(review.kind(), review.group(), "", causes));
         }
     };
     let decision = if is_master(&subject) {

@@ -286,3 +286,60 @@ fn reviews_are_found_by_group_version_and_plural() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_empty_subject_access_review_names_every_missing_field() {
+    let env = Env::new();
+    let err = env
+        .registry
+        .review(
+            &env.authorities(),
+            Review::SubjectAccess,
+            &User::admin(),
+            json!({"spec": {}}),
+        )
+        .expect_err("nothing asked, nobody to ask about");
+    let ApiError::Invalid { causes, .. } = err else {
+        panic!("want 422 Invalid, got {err:?}");
+    };
+    let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["spec.resourceAttributes", "spec.user"]);
+    assert!(
+        causes[0]
+            .message()
+            .contains("exactly one of nonResourceAttributes or resourceAttributes"),
+        "{:?}",
+        causes[0]
+    );
+}
+
+#[tokio::test]
+async fn both_kinds_of_attributes_are_refused_together() {
+    let env = Env::new();
+    let both = json!({"spec": {
+        "resourceAttributes": {"verb": "get", "resource": "pods"},
+        "nonResourceAttributes": {"verb": "get", "path": "/healthz"},
+    }});
+    let err = env
+        .registry
+        .review(
+            &env.authorities(),
+            Review::SelfSubjectAccess,
+            &user("alice"),
+            both,
+        )
+        .expect_err("two questions at once");
+    let ApiError::Invalid { kind, causes, .. } = err else {
+        panic!("want 422 Invalid, got {err:?}");
+    };
+    assert_eq!(kind, "SelfSubjectAccessReview.authorization.k8s.io");
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0].field, "spec.nonResourceAttributes");
+    assert!(
+        causes[0]
+            .message()
+            .contains("cannot be specified in combination with resourceAttributes"),
+        "{:?}",
+        causes[0]
+    );
+}
