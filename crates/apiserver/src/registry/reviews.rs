@@ -148,7 +148,9 @@ impl Registry {
     /// apiVersion, empty metadata) with its `status` filled in. Nothing is stored.
     ///
     /// # Errors
-    /// 422 `Invalid` or 400 when the request is malformed, with Kubernetes' messages.
+    /// 422 `Invalid` or 400 when the request is malformed (no attributes or subject for an
+    /// access review, no namespace for a rules review, no token for a TokenReview), with
+    /// Kubernetes' messages.
     pub fn review(
         &self,
         authorities: &Authorities<'_>,
@@ -166,13 +168,24 @@ impl Registry {
             }
             Review::SelfSubjectRules => rules_review(authorities.rbac, user, &body),
             Review::SelfSubject => Ok(self_review(user)),
-            Review::Token => Ok(self.token_review(&authorities.tokens, body)),
+            Review::Token => self.token_review(&authorities.tokens, body),
         }
     }
 
-    /// TokenReview: whether the token in `spec.token` authenticates, and as whom.
-    fn token_review(&self, tokens: &TokenAuthenticator<'_>, mut obj: Value) -> Value {
+    /// TokenReview: whether the token in `spec.token` authenticates, and as whom. A request
+    /// without a token is a 400, as in Kubernetes; a token that does not authenticate is an
+    /// answer (`status.error`), not a failure.
+    fn token_review(
+        &self,
+        tokens: &TokenAuthenticator<'_>,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
         let token = string_at(&obj["spec"], "token");
+        if token.is_empty() {
+            return Err(ApiError::BadRequest(
+                "token is required for TokenReview in authentication".into(),
+            ));
+        }
         let requested = strings_at(&obj["spec"], "audiences");
         let audiences: Vec<&str> = if requested.is_empty() {
             API_AUDIENCES.to_vec()
@@ -186,7 +199,7 @@ impl Registry {
             None => json!({"user": {}, "error": "invalid bearer token"}),
         };
         echo(&mut obj, Review::Token, status);
-        obj
+        Ok(obj)
     }
 
     /// TokenRequest: mints a token for ServiceAccount `ns`/`name` as `body` (a TokenRequest)

@@ -343,3 +343,23 @@ async fn both_kinds_of_attributes_are_refused_together() {
         causes[0]
     );
 }
+
+#[tokio::test]
+async fn a_token_review_without_a_token_is_a_bad_request() {
+    let env = Env::new();
+    for spec in [json!({}), json!({"token": ""})] {
+        let err = env
+            .registry
+            .review(
+                &env.authorities(),
+                Review::Token,
+                &User::admin(),
+                json!({"spec": spec}),
+            )
+            .expect_err("nothing to review");
+        assert!(
+            matches!(err, ApiError::BadRequest(ref m) if m == "token is required for TokenReview in authentication"),
+            "{err:?}"
+        );
+    }
+}
