@@ -1515,3 +1515,41 @@ async fn a_patch_cannot_add_permissions_the_writer_lacks() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn malformed_reviews_are_refused_with_kubernetes_messages() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let err = api_error(
+        post_json(
+            &client,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {}}),
+        )
+        .await
+        .expect_err("no token"),
+    );
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (400, "token is required for TokenReview in authentication")
+    );
+
+    let err = api_error(
+        post_json(
+            &client,
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {}}),
+        )
+        .await
+        .expect_err("no attributes, no subject"),
+    );
+    assert_eq!(err.code, 422, "{}", err.message);
+    let causes: Vec<String> = err
+        .details
+        .expect("details")
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert_eq!(causes, ["spec.resourceAttributes", "spec.user"]);
+}

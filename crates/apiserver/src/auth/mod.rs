@@ -3,6 +3,8 @@
 //!
 //! - [`tls`]: the CA and the serving certificate it signs, kept in a data directory or in memory.
 //! - [`token`]: the admin bearer token and the `Authorization` header parser.
+//! - [`authenticate`]: who a bearer token (the admin token or a ServiceAccount JWT) speaks for,
+//!   shared by the HTTP middleware and the TokenReview resource.
 //! - [`kubeconfig`]: the kubeconfig handed out to kubectl, client-go, kube-rs and Python clients.
 //! - [`sa_token`]: the key that signs ServiceAccount tokens (JWTs) and checks presented ones.
 //! - [`rbac`]: request attributes, rule matching and the RBAC index that decides requests.
@@ -15,6 +17,7 @@
 //! a temporary file and a rename, so a crash never leaves a half-written key behind.
 
 pub mod audit;
+pub mod authenticate;
 pub mod escalation;
 pub mod kubeconfig;
 pub mod policy;

@@ -1,5 +1,6 @@
-//! Who a request acts as, and whether it may: ServiceAccount token authentication,
-//! impersonation (spec §18.8) and the RBAC check (spec §18.1–§18.6), in Kubernetes' order:
+//! Who a request acts as, and whether it may: the credentials bearer tokens are checked
+//! against (the check itself is `auth::authenticate`), impersonation (spec §18.8) and the
+//! RBAC check (spec §18.1–§18.6), in Kubernetes' order:
 //! 401 → impersonation 403 → authorization 403 → routing.
 //!
 //! [`authorize`] is a middleware that runs after [`super::authenticate`] has put the caller (an
@@ -24,79 +25,15 @@ use http::{HeaderMap, Method, StatusCode, Uri, header};
 use super::error::{ApiError, GroupResource};
 use super::request::{RequestInfo, Target as PathTarget};
 use super::{App, User};
+use crate::auth::authenticate::TokenAuthenticator;
 use crate::auth::rbac::{Attributes, ResourceAttributes, Target, is_master};
-use crate::auth::sa_token::{Claims, ISSUER};
 
-/// The audiences this server accepts in ServiceAccount tokens.
-pub(crate) const API_AUDIENCES: [&str; 1] = [ISSUER];
-
-/// Extra key holding a token's id.
-const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
-
-/// Authenticates a bearer token: the admin token or a ServiceAccount JWT whose account (and
-/// bound object) still exists with the uid the token names. `None` means 401.
-pub(crate) fn user_for_token(app: &App, token: &str, audiences: &[&str]) -> Option<Arc<User>> {
-    if app.admin_token.as_ref().is_some_and(|t| t.verify(token)) {
-        return Some(User::admin());
+/// The credentials this server accepts, as `auth` checks bearer tokens against them.
+pub(crate) fn token_authenticator(app: &App) -> TokenAuthenticator<'_> {
+    TokenAuthenticator {
+        admin_token: app.admin_token.as_ref(),
+        signer: &app.signer,
     }
-    let now = jiff::Timestamp::now().as_second();
-    let claims = app.signer.verify(token, now, audiences).ok()?;
-    service_account_user(app, &claims).map(Arc::new)
-}
-
-/// Whether the object `plural`/`ns`/`name` exists with `uid`.
-fn exists_with_uid(app: &App, plural: &str, ns: &str, name: &str, uid: &str) -> bool {
-    let catalog = app.registry.catalog();
-    let Some(res) = catalog.find("", "v1", plural) else {
-        return false;
-    };
-    app.registry
-        .get_value(&res, Some(ns), name)
-        .is_ok_and(|v| v["metadata"]["uid"].as_str() == Some(uid))
-}
-
-fn service_account_user(app: &App, claims: &Claims) -> Option<User> {
-    let k = &claims.kubernetes;
-    let sa = &k.serviceaccount;
-    if !exists_with_uid(app, "serviceaccounts", &k.namespace, &sa.name, &sa.uid) {
-        return None;
-    }
-    let mut extra = BTreeMap::new();
-    extra.insert(
-        CREDENTIAL_ID.to_string(),
-        vec![format!("JTI={}", claims.jti)],
-    );
-    for (plural, kind, bound) in [("pods", "pod", &k.pod), ("secrets", "secret", &k.secret)] {
-        if let Some(obj) = bound {
-            if !exists_with_uid(app, plural, &k.namespace, &obj.name, &obj.uid) {
-                return None;
-            }
-            if kind == "pod" {
-                extra.insert(
-                    format!("authentication.kubernetes.io/{kind}-name"),
-                    vec![obj.name.clone()],
-                );
-                extra.insert(
-                    format!("authentication.kubernetes.io/{kind}-uid"),
-                    vec![obj.uid.clone()],
-                );
-            }
-        }
-    }
-    if k.node.is_some() {
-        // Nodes are not served, so a token bound to one can never be honoured.
-        return None;
-    }
-    Some(User {
-        name: format!("system:serviceaccount:{}:{}", k.namespace, sa.name),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{}", k.namespace),
-            "system:authenticated".into(),
-        ],
-        uid: sa.uid.clone(),
-        extra,
-    })
 }
 
 /// The middleware: impersonation, then RBAC, then the handler.

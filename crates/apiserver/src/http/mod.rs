@@ -147,7 +147,11 @@ enum Authn {
 async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let tls = req.extensions().get::<Transport>().is_some_and(|t| t.tls);
     let authn = match bearer_token(req.headers()) {
-        Some(t) => match authz::user_for_token(&app, t, &authz::API_AUDIENCES) {
+        Some(t) => match authz::token_authenticator(&app).authenticate(
+            t,
+            &crate::auth::authenticate::API_AUDIENCES,
+            app.registry.as_ref(),
+        ) {
             Some(user) => Authn::User(user),
             None => Authn::Rejected,
         },

@@ -16,6 +16,7 @@ pub mod list;
 pub mod printers;
 pub mod resource;
 pub mod rest;
+pub mod reviews;
 pub mod strategy;
 pub mod validation;
 pub mod watch;
