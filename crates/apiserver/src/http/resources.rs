@@ -21,7 +21,7 @@ use crate::registry::list::ListParams;
 use crate::registry::rest::{
     DeleteOptions, Deleted, FieldValidation, Part, Reply, Target as WriteTarget, WriteOptions,
 };
-use crate::storage::{Preconditions, Storage};
+use crate::storage::Preconditions;
 
 /// Query parameters, last value wins (parsed once, in [`request::RequestInfo`]).
 pub(crate) use crate::api::request_info::Query;
@@ -206,7 +206,11 @@ fn reply_response(
     shape: Shape,
     q: &Query,
 ) -> Result<Response, ApiError> {
-    let code = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+    let code = if reply.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let resp = object_response(code, reply.body, res, shape, q)?;
     Ok(with_warnings(resp, &reply.warnings))
 }
@@ -299,12 +303,6 @@ async fn resource(
                     &out.warnings,
                 ))
             }
-            // A terminating CRD's resources serve no `create`.
-            Method::POST if !res.allows("create") && res.strategy.structural_schema().is_some() => {
-                Err(ApiError::NotAllowed(
-                    "create not allowed while custom resource definition is terminating".into(),
-                ))
-            }
             Method::POST => {
                 if ns.is_none() && res.namespaced {
                     return Err(ApiError::NoSuchPath);
@@ -321,7 +319,17 @@ async fn resource(
                 let bytes = read_body(body).await?;
                 let opts = delete_options(headers, &bytes, q)?;
                 let params = list_params(q)?;
-                delete_collection(app, &res, ns, &params, &opts).await
+                let deleted = app
+                    .registry
+                    .delete_collection(&res, ns, &params, &opts)
+                    .await?;
+                let body = json!({
+                    "kind": res.list_kind,
+                    "apiVersion": res.api_version(),
+                    "metadata": {"resourceVersion": deleted.resource_version.to_string()},
+                    "items": deleted.items,
+                });
+                Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
             }
             _ => Err(not_allowed(method.as_str())),
         },
@@ -338,7 +346,7 @@ async fn resource(
                     object(app, method, headers, &res, ns, name, Part::Status, body, q).await
                 }
                 Some("scale") if res.subresources.scale.is_some() => {
-                    super::scale::serve(app, method, headers, &res, ns, name, body, q).await
+                    scale(app, method, headers, &res, (ns, name), body, q).await
                 }
                 Some("finalize") if res.kind == "Namespace" && method == Method::PUT => {
                     let bytes = read_body(body).await?;
@@ -411,17 +419,22 @@ async fn object(
             let bytes = read_body(body).await?;
             // Custom resources (they have a structural schema) take no strategic merge patch.
             let patch = Patch::parse(ty, &bytes, res.strategy.structural_schema().is_none())?;
-            let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
+            let target = WriteTarget {
+                res,
+                ns,
+                name,
+                part,
+            };
+            let reply = app.registry.patch(target, &patch, &opts).await?;
             reply_response(reply, res, shape, q)
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
             let opts = delete_options(headers, &bytes, q)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
-            let deleted = crate::controllers::crd::after_delete(&app.registry, res, deleted).await;
-            let mut response = delete_response(res, deleted.clone());
-            // Kubernetes answers 202 to an explicit `orphanDependents: false` that must wait.
-            if matches!(deleted, Deleted::Pending(_)) && opts.orphan_dependents == Some(false) {
+            let accepted = deleted.accepted(&opts);
+            let mut response = delete_response(res, deleted);
+            if accepted {
                 *response.status_mut() = StatusCode::ACCEPTED;
             }
             Ok(response)
@@ -488,43 +501,6 @@ fn default_field_manager(opts: &mut WriteOptions, headers: &HeaderMap) {
                 .collect::<String>()
         })
         .filter(|m| !m.is_empty());
-}
-
-/// Applies a patch through the registry's update path (re-applied if another write races).
-pub(crate) async fn patch_object(
-    app: &Arc<App>,
-    res: &Arc<Resource>,
-    ns: Option<&str>,
-    name: &str,
-    part: Part,
-    patch: &Patch,
-    opts: &WriteOptions,
-) -> Result<Reply, ApiError> {
-    let mut warnings = Vec::new();
-    let registry = app.registry.clone();
-    let mut produce = |current: &Value| -> Result<Value, ApiError> {
-        let patched = patch.apply(&res.qualified_kind(), current)?;
-        crate::registry::rest::check_uid_unchanged(res, name, &patched, current)?;
-        registry.decode_body(res, patched, opts.field_validation, &mut warnings)
-    };
-    let mut reply = app
-        .registry
-        .write_existing(
-            WriteTarget {
-                res,
-                ns,
-                name,
-                part,
-            },
-            None,
-            &mut produce,
-            opts,
-        )
-        .await?;
-    warnings.append(&mut reply.warnings);
-    warnings.dedup();
-    reply.warnings = warnings;
-    Ok(reply)
 }
 
 fn delete_options(headers: &HeaderMap, body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
@@ -602,49 +578,51 @@ fn delete_response(res: &Resource, deleted: Deleted) -> Response {
     }
 }
 
-async fn delete_collection(
-    app: &Arc<App>,
-    res: &Arc<Resource>,
-    ns: Option<&str>,
-    params: &ListParams,
-    opts: &DeleteOptions,
-) -> Result<Response, ApiError> {
-    let mut all = params.clone();
-    all.limit = None;
-    all.continue_token = None;
-    let out = app.registry.list(res, ns, &all).await?;
-    let mut items = Vec::with_capacity(out.items.len());
-    for item in &out.items {
-        let v: Value =
-            serde_json::from_slice(item).map_err(|e| ApiError::Internal(e.to_string()))?;
-        let name = v["metadata"]["name"].as_str().unwrap_or_default();
-        let item_ns = v["metadata"]["namespace"].as_str();
-        match app.registry.delete(res, item_ns.or(ns), name, opts).await {
-            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => items.push(v),
-            Err(ApiError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let body = json!({
-        "kind": res.list_kind,
-        "apiVersion": res.api_version(),
-        "metadata": {"resourceVersion": app.registry.store().current_rv().to_string()},
-        "items": items,
-    });
-    Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
-}
-
 /// Reads a request body for the scale subresource.
 pub(crate) async fn body_value(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     let bytes = read_body(body).await?;
     decode_object(headers, &bytes)
 }
 
-/// Reads a patch body for the scale subresource.
-pub(crate) async fn body_patch(headers: &HeaderMap, body: Body) -> Result<Patch, ApiError> {
-    let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
-        accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
-    })?;
-    let bytes = read_body(body).await?;
-    Patch::parse(ty, &bytes, true)
+/// Serves `GET`, `PUT` and `PATCH` on `…/{name}/scale`.
+async fn scale(
+    app: &Arc<App>,
+    method: Method,
+    headers: &HeaderMap,
+    res: &Arc<Resource>,
+    (ns, name): (Option<&str>, &str),
+    body: Body,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let scale = match method {
+        Method::GET => app.registry.get_scale(res, ns, name)?,
+        Method::PUT => {
+            let new_scale = body_value(headers, body).await?;
+            let opts = write_options(q)?;
+            app.registry
+                .update_scale(res, ns, name, new_scale, &opts)
+                .await?
+        }
+        Method::PATCH => {
+            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+                accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
+            })?;
+            let bytes = read_body(body).await?;
+            let patch = Patch::parse(ty, &bytes, true)?;
+            let opts = write_options(q)?;
+            app.registry
+                .patch_scale(res, ns, name, &patch, &opts)
+                .await?
+        }
+        other => {
+            return Err(ApiError::MethodNotAllowed {
+                verb: other.to_string(),
+                resource: format!("{}/scale", res.group_resource()),
+            });
+        }
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        Bytes::from(scale.to_string()),
+    ))
 }

@@ -37,6 +37,12 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Reply, ApiError> {
+        // The resources of a terminating CRD serve no `create` (their objects are going).
+        if !res.allows("create") && res.strategy.structural_schema().is_some() {
+            return Err(ApiError::NotAllowed(
+                "create not allowed while custom resource definition is terminating".into(),
+            ));
+        }
         self.create_with(res, ns, body, opts, WriteMode::Update)
             .await
     }
@@ -110,7 +116,7 @@ impl Registry {
                 });
             }
             return Ok(Reply {
-                code: 201,
+                created: true,
                 body: to_bytes(&obj)?,
                 warnings,
             });
@@ -131,7 +137,7 @@ impl Registry {
             {
                 Ok(stored) => {
                     return Ok(Reply {
-                        code: 201,
+                        created: true,
                         body: self.served(res, &stored)?,
                         warnings,
                     });

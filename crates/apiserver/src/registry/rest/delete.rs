@@ -21,14 +21,11 @@ impl Registry {
         opts: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
         opts.validate()?;
-        if res.kind == "Namespace" && crate::registry::builtin::IMMORTAL_NAMESPACES.contains(&name)
-        {
+        if let Some(why) = res.strategy.refuse_delete(name) {
             return Err(ApiError::Forbidden {
                 resource: res.group_resource(),
                 name: Some(name.to_string()),
-                message: format!(
-                    "namespaces {name:?} is forbidden: this namespace may not be deleted"
-                ),
+                message: format!("{} {name:?} is forbidden: {why}", res.group_resource()),
                 causes: Vec::new(),
             });
         }
@@ -44,14 +41,14 @@ impl Registry {
                     already = Some(old);
                     return Update::Abort;
                 };
-                let none_left = finalizers.is_empty();
+                let none_left = finalizers.is_empty() && !res.strategy.held_by_spec(&old);
                 set_finalizers(&mut old, finalizers);
                 if opts.dry_run {
                     dry = Some(Deleted::Pending(old));
                     return Update::Abort;
                 }
                 let stored = res.strategy.to_stored(old);
-                return if none_left && res.kind != "Namespace" {
+                return if none_left {
                     Update::Delete(stored)
                 } else {
                     Update::Put(stored)
@@ -64,16 +61,12 @@ impl Registry {
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
-            let spec_finalizers = res.kind == "Namespace"
-                && old
-                    .pointer("/spec/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| !f.is_empty());
-            if has_finalizers || spec_finalizers {
+            if has_finalizers || res.strategy.held_by_spec(&old) {
                 let mut marked = old;
+                let now = now_rfc3339();
                 {
                     let meta = meta_mut(&mut marked);
-                    meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    meta.insert("deletionTimestamp".into(), json!(now));
                     meta.insert("deletionGracePeriodSeconds".into(), json!(0));
                     if let Some(g) = meta.get("generation").and_then(Value::as_i64)
                         && g > 0
@@ -81,9 +74,7 @@ impl Registry {
                         meta.insert("generation".into(), json!(g + 1));
                     }
                 }
-                if res.kind == "Namespace" {
-                    marked["status"]["phase"] = json!("Terminating");
-                }
+                res.strategy.prepare_for_delete(&mut marked, &now);
                 if opts.dry_run {
                     dry = Some(Deleted::Pending(marked));
                     return Update::Abort;

@@ -7,9 +7,11 @@
 //!   [`DeleteOptions`]) and what it answers ([`Reply`], [`Deleted`]).
 //! - `decode`: a request body into served form ([`Registry::decode_body`]), a stored object
 //!   back ([`Registry::served`]).
-//! - `get`, `create`, `update`, `apply`, `delete`: the verbs of those names.
+//! - `get`, `create`, `update`, `patch`, `apply`, `delete`, `delete_collection`: the verbs of
+//!   those names.
 //! - `write`: the read-modify-write every change to an existing object shares
 //!   ([`Registry::write_existing`]).
+//! - `scale`: the `scale` subresource, an `autoscaling/v1` `Scale` view of the replicas.
 //! - `finalize`: the namespace `finalize` subresource.
 //! - `validate`: the checks every write shares.
 //!
@@ -19,9 +21,12 @@ mod apply;
 mod create;
 mod decode;
 mod delete;
+mod delete_collection;
 mod finalize;
 mod get;
 pub mod options;
+mod patch;
+mod scale;
 mod update;
 mod validate;
 mod write;
@@ -33,11 +38,11 @@ use crate::api::error::ApiError;
 use crate::storage::Storage;
 use serde_json::{Map, Value, json};
 
+pub use delete_collection::DeletedCollection;
 pub use options::{
     DeleteOptions, Deleted, FOREGROUND_DELETION, FieldValidation, ORPHAN, Part, Reply, Target,
     WriteOptions,
 };
-pub(crate) use validate::check_uid_unchanged;
 
 /// How a write records ownership in `metadata.managedFields`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -59,11 +59,12 @@ pub struct Target<'a> {
     pub part: Part,
 }
 
-/// A successful write: HTTP status, the object in served form, warnings for the client.
+/// A successful write: whether it created the object, the object in served form, warnings for
+/// the client.
 #[derive(Clone, Debug)]
 pub struct Reply {
-    /// 200 or 201.
-    pub code: u16,
+    /// The write created the object (HTTP answers 201 Created, else 200 OK).
+    pub created: bool,
     /// The object's JSON.
     pub body: Bytes,
     /// `Warning` headers to send.
@@ -190,4 +191,14 @@ pub enum Deleted {
     Gone(Value),
     /// The object stays until its finalizers are removed; its current state.
     Pending(Value),
+}
+
+impl Deleted {
+    /// Whether the delete is only accepted, not done: the object stays and the client asked
+    /// explicitly to delete its dependents (`orphanDependents: false`). HTTP answers 202
+    /// Accepted then; Kubernetes keeps this for that one case only, so that older clients
+    /// do not see 202 for a namespace or a pod that simply takes time.
+    pub fn accepted(&self, opts: &DeleteOptions) -> bool {
+        matches!(self, Deleted::Pending(_)) && opts.orphan_dependents == Some(false)
+    }
 }

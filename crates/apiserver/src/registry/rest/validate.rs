@@ -140,7 +140,7 @@ impl Registry {
 
 /// Fails with 422 when a patched or applied object carries a uid other than the stored one
 /// (`metadata.uid` is immutable; a PUT's uid is a precondition instead, 409).
-pub(crate) fn check_uid_unchanged(
+pub(super) fn check_uid_unchanged(
     res: &Resource,
     name: &str,
     new: &Value,

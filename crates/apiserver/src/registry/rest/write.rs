@@ -75,11 +75,7 @@ impl Registry {
                         .and_then(Value::as_array)
                         .is_none_or(Vec::is_empty);
                     // A namespace also waits for its spec finalizers (the namespace controller's).
-                    let spec_finalizers_left = res.kind == "Namespace"
-                        && new
-                            .pointer("/spec/finalizers")
-                            .and_then(Value::as_array)
-                            .is_some_and(|f| !f.is_empty());
+                    let spec_finalizers_left = res.strategy.held_by_spec(&new);
                     let stored = res.strategy.to_stored(new);
                     if deleting && no_finalizers && !spec_finalizers_left {
                         Update::Delete(stored)
@@ -95,14 +91,14 @@ impl Registry {
             .await;
         match result {
             Ok(written) => Ok(Reply {
-                code: 200,
+                created: false,
                 body: self.served(res, &written.stored)?,
                 warnings,
             }),
             Err(StorageError::Aborted) => match (failure, dry_result) {
                 (Some(e), _) => Err(e),
                 (None, Some(v)) => Ok(Reply {
-                    code: 200,
+                    created: false,
                     body: to_bytes(&v)?,
                     warnings,
                 }),
