@@ -348,18 +348,12 @@ async fn resource(
                 Some("scale") if res.subresources.scale.is_some() => {
                     scale(app, method, headers, &res, (ns, name), body, q).await
                 }
-                Some("finalize") if res.kind == "Namespace" && method == Method::PUT => {
+                Some("finalize")
+                    if res.subresources.other.contains(&"finalize") && method == Method::PUT =>
+                {
                     let bytes = read_body(body).await?;
                     let obj = decode_object(headers, &bytes)?;
-                    let finalizers = obj
-                        .pointer("/spec/finalizers")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    let v = app
-                        .registry
-                        .finalize_namespace(name, Some(finalizers))
-                        .await?;
+                    let v = app.registry.finalize(name, &obj).await?;
                     Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
                 }
                 _ => Err(ApiError::NoSuchPath),

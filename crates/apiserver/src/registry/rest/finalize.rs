@@ -8,6 +8,17 @@ use crate::registry::Registry;
 use crate::storage::{Preconditions, Update};
 
 impl Registry {
+    /// `PUT …/namespaces/{name}/finalize`: `body` is the namespace as the client sent it; its
+    /// `spec.finalizers` replace the stored ones (none sent: none kept).
+    pub async fn finalize(&self, name: &str, body: &Value) -> Result<Value, ApiError> {
+        let finalizers = body
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        self.finalize_namespace(name, Some(finalizers)).await
+    }
+
     /// Removes `kubernetes` from a terminating namespace's `spec.finalizers` (what the
     /// namespace controller does once the namespace is empty) or, through `PUT …/finalize`,
     /// sets `spec.finalizers` to what the client sent; removes the namespace once no finalizer
