@@ -1540,3 +1540,68 @@ async fn a_new_storage_version_is_recorded_and_old_objects_are_served_through_it
     assert_eq!(status.code, 422);
     assert_eq!(causes(&status), ["status.storedVersions[0]"]);
 }
+
+/// The `Terminating` condition of a CRD as JSON (the answer of a delete), if any.
+fn terminating_condition(crd: &Value) -> Option<Value> {
+    crd["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Terminating")
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_dry_run_delete_of_a_crd_answers_terminating_but_changes_nothing() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    let deleted = send(
+        &env,
+        Method::DELETE,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?dryRun=All",
+        JSON,
+        JSON,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(deleted.code, 200, "{}", deleted.body);
+    assert!(
+        deleted.body["metadata"]["deletionTimestamp"].is_string(),
+        "{}",
+        deleted.body
+    );
+    let terminating = terminating_condition(&deleted.body).expect("Terminating in the answer");
+    assert_eq!(terminating["reason"], "InstanceDeletionPending");
+
+    let stored = crds(&env)
+        .get("widgets.example.com")
+        .await
+        .expect("the CRD is still there");
+    assert!(stored.metadata.deletion_timestamp.is_none());
+    assert_eq!(condition(&stored, "Terminating"), None);
+    assert_eq!(
+        condition(&stored, "Established").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+}
+
+#[tokio::test]
+async fn deletecollection_marks_each_crd_terminating_as_a_single_delete_does() {
+    let env = TestEnv::start().await.expect("start");
+    establish(&env, widget_crd(widget_schema())).await;
+    let deleted = send(
+        &env,
+        Method::DELETE,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        JSON,
+        JSON,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(deleted.code, 200, "{}", deleted.body);
+    assert_eq!(deleted.body["kind"], "CustomResourceDefinitionList");
+    let items = deleted.body["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{}", deleted.body);
+    let terminating = terminating_condition(&items[0]).expect("Terminating in the answer");
+    assert_eq!(terminating["status"], "True");
+    assert_eq!(terminating["reason"], "InstanceDeletionPending");
+}

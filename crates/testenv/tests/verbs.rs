@@ -1104,3 +1104,36 @@ async fn put_finalize_force_removes_a_stuck_namespace() {
     .await
     .expect("namespace removed");
 }
+
+#[tokio::test]
+async fn the_namespaces_the_server_needs_refuse_deletion_and_stay_active() {
+    let env = TestEnv::start().await.expect("start");
+    let nss: Api<Namespace> = Api::all(env.client());
+    for name in ["default", "kube-system", "kube-public"] {
+        let err = api_error(
+            nss.delete(name, &DeleteParams::default())
+                .await
+                .expect_err("immortal"),
+        );
+        assert_eq!(
+            (err.code, err.reason.as_str(), err.message.as_str()),
+            (
+                403,
+                "Forbidden",
+                format!("namespaces {name:?} is forbidden: this namespace may not be deleted")
+                    .as_str()
+            )
+        );
+        let ns = nss.get(name).await.expect("still there");
+        assert!(ns.metadata.deletion_timestamp.is_none());
+        assert_eq!(
+            ns.status.and_then(|s| s.phase).as_deref(),
+            Some("Active"),
+            "{name}"
+        );
+    }
+    // Any other namespace may go.
+    nss.delete("kube-node-lease", &DeleteParams::default())
+        .await
+        .expect("an ordinary namespace is deleted");
+}

@@ -347,64 +347,6 @@ pub async fn sync(registry: &Registry) -> Result<bool, StorageError> {
     Ok(pending)
 }
 
-/// After a `DELETE` of a CRD that is now held by its cleanup finalizer: marks it
-/// `Terminating=True/InstanceDeletionPending` at once, so the response shows it as Kubernetes'
-/// does, and returns what to answer. Other deletes pass through unchanged.
-pub async fn after_delete(registry: &Registry, res: &Resource, deleted: Deleted) -> Deleted {
-    let Deleted::Pending(crd) = deleted else {
-        return deleted;
-    };
-    if res.group != crd::GROUP
-        || res.plural != "customresourcedefinitions"
-        || has_condition(&crd, "Terminating")
-    {
-        return Deleted::Pending(crd);
-    }
-    let catalog = registry.catalog();
-    let Some(crd_res) = catalog.find(crd::GROUP, "v1", "customresourcedefinitions") else {
-        return Deleted::Pending(crd);
-    };
-    let name = text(&crd, "/metadata/name").to_string();
-    let mut produce = |current: &Value| -> Result<Value, ApiError> {
-        let mut next = current.clone();
-        let mut conditions: Vec<Value> = current
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if !conditions.iter().any(|c| c["type"] == "Terminating") {
-            set_condition(
-                &mut conditions,
-                "Terminating",
-                true,
-                "InstanceDeletionPending",
-                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-            );
-        }
-        if !next["status"].is_object() {
-            next["status"] = json!({});
-        }
-        next["status"]["conditions"] = Value::Array(conditions);
-        Ok(next)
-    };
-    let target = Target {
-        res: &crd_res,
-        ns: None,
-        name: &name,
-        part: Part::Status,
-    };
-    match registry
-        .write_existing(target, None, &mut produce, &WriteOptions::default())
-        .await
-    {
-        Ok(reply) => match serde_json::from_slice(&reply.body) {
-            Ok(v) => Deleted::Pending(v),
-            Err(_) => Deleted::Pending(crd),
-        },
-        Err(_) => Deleted::Pending(crd),
-    }
-}
-
 /// Writes the CRD's status if it differs from the desired one.
 async fn write_status(
     registry: &Registry,

@@ -37,7 +37,6 @@ pub mod render;
 pub use crate::api::request_info as request;
 pub mod resources;
 pub(crate) mod reviews;
-pub mod scale;
 pub mod watch;
 
 use std::sync::Arc;

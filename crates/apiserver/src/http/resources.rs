@@ -22,7 +22,7 @@ use crate::registry::list::ListParams;
 use crate::registry::rest::{
     DeleteOptions, Deleted, Part, Reply, Target as WriteTarget, WriteOptions,
 };
-use crate::storage::{Preconditions, Storage};
+use crate::storage::Preconditions;
 
 /// Query parameters, last value wins (parsed once, in [`request::RequestInfo`]).
 pub(crate) use crate::api::request_info::Query;
@@ -122,12 +122,6 @@ pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, A
     Ok(value)
 }
 
-/// Reads `dryRun`, `fieldValidation` and `fieldManager` (for the scale subresource, whose
-/// verbs read the same options as the object's).
-pub(crate) fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
-    WriteOptions::from_query(q)
-}
-
 /// The options the edge parsed for this request, or the error they are.
 fn options(info: &request::RequestInfo) -> Result<&Options, ApiError> {
     info.options.as_ref().map_err(Clone::clone)
@@ -179,7 +173,11 @@ fn reply_response(
     shape: Shape,
     q: &Query,
 ) -> Result<Response, ApiError> {
-    let code = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+    let code = if reply.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let resp = object_response(code, reply.body, res, shape, q)?;
     Ok(with_warnings(resp, &reply.warnings))
 }
@@ -272,12 +270,6 @@ async fn resource(
                     &out.warnings,
                 ))
             }
-            // A terminating CRD's resources serve no `create`.
-            Method::POST if !res.allows("create") && res.strategy.structural_schema().is_some() => {
-                Err(ApiError::NotAllowed(
-                    "create not allowed while custom resource definition is terminating".into(),
-                ))
-            }
             Method::POST => {
                 if ns.is_none() && res.namespaced {
                     return Err(ApiError::NoSuchPath);
@@ -293,7 +285,17 @@ async fn resource(
                 let bytes = read_body(body).await?;
                 let opts = delete_options(headers, &bytes, &delete_query(info)?)?;
                 let params = list_params(info)?;
-                delete_collection(app, &res, ns, &params, &opts).await
+                let deleted = app
+                    .registry
+                    .delete_collection(&res, ns, &params, &opts)
+                    .await?;
+                let body = json!({
+                    "kind": res.list_kind,
+                    "apiVersion": res.api_version(),
+                    "metadata": {"resourceVersion": deleted.resource_version.to_string()},
+                    "items": deleted.items,
+                });
+                Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
             }
             _ => Err(not_allowed(method.as_str())),
         },
@@ -334,20 +336,14 @@ async fn resource(
                     .await
                 }
                 Some("scale") if res.subresources.scale.is_some() => {
-                    super::scale::serve(app, method, headers, &res, ns, name, body, q).await
+                    scale(app, method, headers, &res, (ns, name), body, (info, user)).await
                 }
-                Some("finalize") if res.kind == "Namespace" && method == Method::PUT => {
+                Some("finalize")
+                    if res.subresources.other.contains(&"finalize") && method == Method::PUT =>
+                {
                     let bytes = read_body(body).await?;
                     let obj = decode_object(headers, &bytes)?;
-                    let finalizers = obj
-                        .pointer("/spec/finalizers")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    let v = app
-                        .registry
-                        .finalize_namespace(name, Some(finalizers))
-                        .await?;
+                    let v = app.registry.finalize(name, &obj).await?;
                     Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
                 }
                 _ => Err(ApiError::NoSuchPath),
@@ -416,17 +412,22 @@ async fn object(
             let bytes = read_body(body).await?;
             // Custom resources (they have a structural schema) take no strategic merge patch.
             let patch = Patch::parse(ty, &bytes, res.strategy.structural_schema().is_none())?;
-            let reply = patch_object(app, res, ns, name, part, &patch, &opts).await?;
+            let target = WriteTarget {
+                res,
+                ns,
+                name,
+                part,
+            };
+            let reply = app.registry.patch(target, &patch, &opts).await?;
             reply_response(reply, res, shape, q)
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
             let opts = delete_options(headers, &bytes, &delete_query(info)?)?;
             let deleted = app.registry.delete(res, ns, name, &opts).await?;
-            let deleted = crate::controllers::crd::after_delete(&app.registry, res, deleted).await;
-            let mut response = delete_response(res, deleted.clone());
-            // Kubernetes answers 202 to an explicit `orphanDependents: false` that must wait.
-            if matches!(deleted, Deleted::Pending(_)) && opts.orphan_dependents == Some(false) {
+            let accepted = deleted.accepted(&opts);
+            let mut response = delete_response(res, deleted);
+            if accepted {
                 *response.status_mut() = StatusCode::ACCEPTED;
             }
             Ok(response)
@@ -472,43 +473,6 @@ async fn apply_object(
     };
     let reply = app.registry.apply(target, config, force, opts).await?;
     reply_response(reply, res, shape, q)
-}
-
-/// Applies a patch through the registry's update path (re-applied if another write races).
-pub(crate) async fn patch_object(
-    app: &Arc<App>,
-    res: &Arc<Resource>,
-    ns: Option<&str>,
-    name: &str,
-    part: Part,
-    patch: &Patch,
-    opts: &WriteOptions,
-) -> Result<Reply, ApiError> {
-    let mut warnings = Vec::new();
-    let registry = app.registry.clone();
-    let mut produce = |current: &Value| -> Result<Value, ApiError> {
-        let patched = patch.apply(&res.qualified_kind(), current)?;
-        crate::registry::rest::check_uid_unchanged(res, name, &patched, current)?;
-        registry.decode_body(res, patched, opts.field_validation, &mut warnings)
-    };
-    let mut reply = app
-        .registry
-        .write_existing(
-            WriteTarget {
-                res,
-                ns,
-                name,
-                part,
-            },
-            None,
-            &mut produce,
-            opts,
-        )
-        .await?;
-    warnings.append(&mut reply.warnings);
-    warnings.dedup();
-    reply.warnings = warnings;
-    Ok(reply)
 }
 
 /// `DeleteOptions` from the body and the query (the query wins), judged together.
@@ -591,49 +555,51 @@ fn delete_response(res: &Resource, deleted: Deleted) -> Response {
     }
 }
 
-async fn delete_collection(
-    app: &Arc<App>,
-    res: &Arc<Resource>,
-    ns: Option<&str>,
-    params: &ListParams,
-    opts: &DeleteOptions,
-) -> Result<Response, ApiError> {
-    let mut all = params.clone();
-    all.limit = None;
-    all.continue_token = None;
-    let out = app.registry.list(res, ns, &all).await?;
-    let mut items = Vec::with_capacity(out.items.len());
-    for item in &out.items {
-        let v: Value =
-            serde_json::from_slice(item).map_err(|e| ApiError::Internal(e.to_string()))?;
-        let name = v["metadata"]["name"].as_str().unwrap_or_default();
-        let item_ns = v["metadata"]["namespace"].as_str();
-        match app.registry.delete(res, item_ns.or(ns), name, opts).await {
-            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => items.push(v),
-            Err(ApiError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let body = json!({
-        "kind": res.list_kind,
-        "apiVersion": res.api_version(),
-        "metadata": {"resourceVersion": app.registry.store().current_rv().to_string()},
-        "items": items,
-    });
-    Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
-}
-
 /// Reads a request body for the scale subresource.
 pub(crate) async fn body_value(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     let bytes = read_body(body).await?;
     decode_object(headers, &bytes)
 }
 
-/// Reads a patch body for the scale subresource.
-pub(crate) async fn body_patch(headers: &HeaderMap, body: Body) -> Result<Patch, ApiError> {
-    let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
-        accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
-    })?;
-    let bytes = read_body(body).await?;
-    Patch::parse(ty, &bytes, true)
+/// Serves `GET`, `PUT` and `PATCH` on `…/{name}/scale`.
+async fn scale(
+    app: &Arc<App>,
+    method: Method,
+    headers: &HeaderMap,
+    res: &Arc<Resource>,
+    (ns, name): (Option<&str>, &str),
+    body: Body,
+    (info, user): (&request::RequestInfo, Option<Arc<super::User>>),
+) -> Result<Response, ApiError> {
+    let scale = match method {
+        Method::GET => app.registry.get_scale(res, ns, name)?,
+        Method::PUT => {
+            let opts = write_options_of(info, user.as_ref())?;
+            let new_scale = body_value(headers, body).await?;
+            app.registry
+                .update_scale(res, ns, name, new_scale, &opts)
+                .await?
+        }
+        Method::PATCH => {
+            let opts = write_options_of(info, user.as_ref())?;
+            let ty = negotiate::body_type(headers).map_err(|_| ApiError::UnsupportedMediaType {
+                accepted: crate::patch::BUILTIN_PATCH_TYPES.to_vec(),
+            })?;
+            let bytes = read_body(body).await?;
+            let patch = Patch::parse(ty, &bytes, true)?;
+            app.registry
+                .patch_scale(res, ns, name, &patch, &opts)
+                .await?
+        }
+        other => {
+            return Err(ApiError::MethodNotAllowed {
+                verb: other.to_string(),
+                resource: format!("{}/scale", res.group_resource()),
+            });
+        }
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        Bytes::from(scale.to_string()),
+    ))
 }

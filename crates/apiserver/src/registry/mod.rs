@@ -1,11 +1,16 @@
 //! The registry: which resources are served, and the verbs on them with Kubernetes semantics.
 //!
 //! [`Registry`] owns the [`Catalog`] of served [`Resource`]s and the storage. Its methods
-//! (`create`, `get`, `list`, `update`, `patch`, `delete`, `delete_collection`) implement
-//! the parts of each verb every kind shares — server-owned metadata, names and namespaces,
-//! optimistic concurrency, the status subresource, finalizers, dry runs — and defer the rest
-//! to the resource's [`Strategy`]. The HTTP layer parses requests into these calls and
-//! renders their results; it holds no semantics of its own.
+//! implement every verb: `get`, `list` ([`list`]), `create`, `update`, `patch`, `apply`,
+//! `delete`, `delete_collection`, and the subresources `status` (a [`rest::Part`]), `scale`
+//! (`get_scale`, `update_scale`, `patch_scale`) and `finalize` (`finalize_namespace`), one
+//! file each in [`rest`]. They carry the parts every kind shares — server-owned metadata,
+//! names and namespaces, optimistic concurrency, the status subresource, finalizers, dry
+//! runs — and ask the resource's [`Strategy`] for the rest through its hooks (defaults,
+//! validation, what a delete refuses, marks or waits for). Results are typed values
+//! ([`rest::Reply`], [`rest::Deleted`], [`rest::DeletedCollection`]), not HTTP codes: the
+//! HTTP layer parses requests into these calls and renders their results; it holds no
+//! semantics of its own.
 //!
 //! Start with [`Registry::new`] and [`rest`].
 

@@ -113,6 +113,28 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// Why the object named `name` may not be deleted (403), if it may not: the namespaces
+    /// the server itself needs.
+    fn refuse_delete(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
+
+    /// Whether something besides `metadata.finalizers` holds `obj` once it is marked for
+    /// deletion, so it is kept: a namespace's `spec.finalizers`, which the namespace
+    /// controller removes through `finalize`.
+    fn held_by_spec(&self, obj: &Value) -> bool {
+        let _ = obj;
+        false
+    }
+
+    /// Prepares an object that a delete marks for deletion (something holds it) before it is
+    /// written; `now` is the deletion timestamp. A namespace turns `Terminating`; a CRD gets
+    /// its `Terminating` condition.
+    fn prepare_for_delete(&self, obj: &mut Value, now: &str) {
+        let _ = (obj, now);
+    }
+
     /// The structural schema of the served version, for custom resources (apply uses its list types).
     fn structural_schema(&self) -> Option<std::sync::Arc<crate::schema::Structural>> {
         None

@@ -42,6 +42,23 @@ impl Strategy for NamespaceStrategy {
     fn field_labels(&self) -> &'static [&'static str] {
         &["status.phase"]
     }
+
+    fn refuse_delete(&self, name: &str) -> Option<String> {
+        super::IMMORTAL_NAMESPACES
+            .contains(&name)
+            .then(|| "this namespace may not be deleted".to_string())
+    }
+
+    fn held_by_spec(&self, obj: &Value) -> bool {
+        obj.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Value, now: &str) {
+        let _ = now;
+        obj["status"]["phase"] = json!("Terminating");
+    }
 }
 
 fn check_data_keys(obj: &Value, errs: &mut Vec<FieldError>) {

@@ -75,6 +75,31 @@ pub fn has_condition(crd: &Value, kind: &str) -> bool {
         .any(|c| c["type"] == kind && c["status"] == "True")
 }
 
+/// Marks a CRD that a delete leaves held by its cleanup finalizer
+/// `Terminating=True/InstanceDeletionPending`, so the delete's answer shows it as Kubernetes'
+/// does; the CRD controller moves the condition on as it removes the objects. A CRD that
+/// already has a `Terminating` condition keeps it.
+fn mark_terminating(crd: &mut Value, now: &str) {
+    if !crd["status"].is_object() {
+        crd["status"] = json!({});
+    }
+    let conditions = &mut crd["status"]["conditions"];
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    if let Some(list) = conditions.as_array_mut()
+        && !list.iter().any(|c| c["type"] == "Terminating")
+    {
+        list.push(json!({
+            "type": "Terminating",
+            "status": "True",
+            "lastTransitionTime": now,
+            "reason": "InstanceDeletionPending",
+            "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+        }));
+    }
+}
+
 fn set_defaults(obj: &mut Value) {
     let kind = str_at(obj, "/spec/names/kind").to_string();
     let Some(names) = obj
@@ -162,6 +187,10 @@ impl Strategy for CrdStrategy {
                 a.push(json!(v));
             }
         }
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Value, now: &str) {
+        mark_terminating(obj, now);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

@@ -1,0 +1,101 @@
+//! The verbs of the registry, with the semantics every kind shares, one file per verb.
+//!
+//! Objects move through these functions in their *served* form (the resource's schema); the
+//! strategy converts to the stored form just before storage and back just after.
+//!
+//! - [`options`]: what a write addresses and how ([`Target`], [`WriteOptions`],
+//!   [`DeleteOptions`]) and what it answers ([`Reply`], [`Deleted`]).
+//! - `decode`: a request body into served form ([`Registry::decode_body`]), a stored object
+//!   back ([`Registry::served`]).
+//! - `get`, `create`, `update`, `patch`, `apply`, `delete`, `delete_collection`: the verbs of
+//!   those names.
+//! - `write`: the read-modify-write every change to an existing object shares
+//!   ([`Registry::write_existing`]).
+//! - `scale`: the `scale` subresource, an `autoscaling/v1` `Scale` view of the replicas.
+//! - `finalize`: the namespace `finalize` subresource.
+//! - `validate`: the checks every write shares.
+//!
+//! This file holds the small helpers the verbs share.
+
+mod apply;
+mod create;
+mod decode;
+mod delete;
+mod delete_collection;
+mod finalize;
+mod get;
+pub mod options;
+mod patch;
+mod scale;
+mod update;
+mod validate;
+mod write;
+
+use bytes::Bytes;
+
+use super::Registry;
+use crate::api::error::ApiError;
+use crate::storage::Storage;
+use serde_json::{Map, Value, json};
+
+pub use delete_collection::DeletedCollection;
+pub use options::{
+    DeleteOptions, Deleted, FOREGROUND_DELETION, FieldValidation, ORPHAN, Part, Reply, Target,
+    WriteOptions,
+};
+
+/// How a write records ownership in `metadata.managedFields`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteMode {
+    /// Create, update, non-apply patch: the fields the write changes become the manager's.
+    Update,
+    /// Server-side apply: the object arrives with its managedFields already worked out.
+    Apply,
+}
+
+/// The current time as Kubernetes writes timestamps: RFC 3339, seconds, UTC.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("metadata was just made an object"),
+    }
+}
+
+/// Sets `metadata.finalizers`, leaving the field out when the list is empty.
+fn set_finalizers(obj: &mut Value, finalizers: Vec<Value>) {
+    let meta = meta_mut(obj);
+    if finalizers.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), Value::Array(finalizers));
+    }
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+fn name_of(obj: &Value) -> &str {
+    meta_str(obj, "name").unwrap_or_default()
+}
+
+fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(v)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+impl Registry {
+    pub(super) fn storage(&self) -> &dyn Storage {
+        &**self.store()
+    }
+}
