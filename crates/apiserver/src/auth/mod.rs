@@ -16,6 +16,7 @@
 //! The HTTP middleware that applies all this to requests is `http/authz.rs`. Secret files are written with mode 0600 through
 //! a temporary file and a rename, so a crash never leaves a half-written key behind.
 
+pub(crate) mod aggregation;
 pub mod audit;
 pub mod authenticate;
 pub mod escalation;

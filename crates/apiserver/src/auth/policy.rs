@@ -309,7 +309,7 @@ pub fn default_objects() -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::clusterroles::aggregated_rules;
+    use crate::auth::aggregation::aggregated_rules;
     use crate::selector::LabelSelector;
 
     #[test]

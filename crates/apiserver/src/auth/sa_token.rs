@@ -27,7 +27,7 @@ use sha2::{Digest as _, Sha256};
 use super::{PRIVATE_MODE, read_if_exists, write_file_atomically};
 
 /// File name of the signing key in the data directory.
-pub const KEY_FILE: &str = "service-account.key";
+pub use crate::api::data_dir::SA_KEY_FILE as KEY_FILE;
 
 /// The issuer, and the audience tokens get when the request names none (real clusters use the
 /// same URL for both).

@@ -50,14 +50,7 @@ use rustls::{RootCertStore, ServerConfig};
 
 use super::{PRIVATE_MODE, PUBLIC_MODE, read_if_exists, write_file_atomically};
 
-/// File name of the CA certificate in the data directory.
-pub const CA_CERT_FILE: &str = "ca.crt";
-/// File name of the CA private key in the data directory.
-pub const CA_KEY_FILE: &str = "ca.key";
-/// File name of the serving certificate in the data directory.
-pub const SERVER_CERT_FILE: &str = "server.crt";
-/// File name of the serving private key in the data directory.
-pub const SERVER_KEY_FILE: &str = "server.key";
+pub use crate::api::data_dir::{CA_CERT_FILE, CA_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE};
 
 /// Common name of the generated CA.
 const CA_COMMON_NAME: &str = "kore-ca";

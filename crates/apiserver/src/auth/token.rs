@@ -20,7 +20,7 @@ use sha2::{Digest as _, Sha256};
 use super::{PRIVATE_MODE, read_if_exists, write_file_atomically};
 
 /// File name of the admin token in the data directory.
-pub const TOKEN_FILE: &str = "admin.token";
+pub use crate::api::data_dir::TOKEN_FILE;
 
 /// Why the admin token could not be loaded or kept.
 ///

@@ -9,10 +9,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::level::{self, Next};
+use crate::auth::aggregation::aggregated_rules;
 use crate::registry::Registry;
 use crate::registry::rest::{Part, WriteOptions};
 use crate::selector::LabelSelector;
@@ -35,33 +36,6 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
         },
     )
     .await;
-}
-
-/// The union of the rules of `roles` (other than `name`) that `selectors` match, in name order
-/// and selector order, without duplicates.
-pub(crate) fn aggregated_rules(
-    name: &str,
-    selectors: &[LabelSelector],
-    roles: &[Value],
-) -> Vec<Value> {
-    let mut rules: Vec<Value> = Vec::new();
-    for selector in selectors {
-        for role in roles {
-            if role["metadata"]["name"].as_str() == Some(name) {
-                continue;
-            }
-            let labels: Option<&Map<String, Value>> = role["metadata"]["labels"].as_object();
-            if !selector.matches(labels) {
-                continue;
-            }
-            for rule in role["rules"].as_array().into_iter().flatten() {
-                if !rules.contains(rule) {
-                    rules.push(rule.clone());
-                }
-            }
-        }
-    }
-    rules
 }
 
 async fn aggregate_all(registry: &Registry) {

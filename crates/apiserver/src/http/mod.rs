@@ -51,9 +51,9 @@ use axum::routing::get;
 use http::{HeaderValue, StatusCode, header};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::transport::Transport;
 use crate::auth::token::{AdminToken, bearer_token};
 use crate::registry::Registry;
-use crate::server::serve::Transport;
 use error::ApiError;
 
 pub use crate::api::limits::MAX_BODY_BYTES;

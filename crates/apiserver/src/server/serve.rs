@@ -71,13 +71,9 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// of file descriptors), so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
-/// How the request reached the server; a request extension set by [`serve`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transport {
-    /// Whether the connection is TLS. kubectl and client-go send no credentials otherwise
-    /// (spec §1 trap #7).
-    pub tls: bool,
-}
+/// How the request reached the server; a request extension set by [`serve`]. It lives on the
+/// ground floor (`api/transport.rs`) because authentication, below this layer, reads it.
+pub use crate::api::transport::Transport;
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, over TLS when `tls` is given,
 /// HTTP/1.1 and HTTP/2 (ALPN/auto-detect), with graceful shutdown: stop accepting, let in-flight

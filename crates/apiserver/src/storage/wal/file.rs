@@ -355,18 +355,10 @@ impl Mark {
 /// tokens). If they are there but the log is not, the directory was used before and its log
 /// is gone: that is refused, not taken for a new directory.
 pub(super) fn credential_files(dir: &Path) -> Vec<&'static str> {
-    use crate::auth::{sa_token, tls, token};
-    [
-        tls::CA_CERT_FILE,
-        tls::CA_KEY_FILE,
-        tls::SERVER_CERT_FILE,
-        tls::SERVER_KEY_FILE,
-        token::TOKEN_FILE,
-        sa_token::KEY_FILE,
-    ]
-    .into_iter()
-    .filter(|name| dir.join(name).exists())
-    .collect()
+    crate::api::data_dir::CREDENTIAL_FILES
+        .into_iter()
+        .filter(|name| dir.join(name).exists())
+        .collect()
 }
 
 /// Keeps the current log under a new name before a repair replaces it, so that a human can
