@@ -306,39 +306,29 @@ async fn resource(
                     "watch of a single object: use a fieldSelector on metadata.name".into(),
                 ));
             }
-            match sub {
-                None => {
+            // The object itself, or its status: the same verbs on another part of it.
+            let part = match sub {
+                None => Some(Part::Main),
+                Some("status") if res.subresources.status => Some(Part::Status),
+                _ => None,
+            };
+            match (part, sub) {
+                (Some(part), _) => {
                     object(
                         app,
                         method,
                         headers,
                         &res,
-                        ns,
-                        name,
-                        Part::Main,
+                        (ns, name, part),
                         body,
                         (info, user),
                     )
                     .await
                 }
-                Some("status") if res.subresources.status => {
-                    object(
-                        app,
-                        method,
-                        headers,
-                        &res,
-                        ns,
-                        name,
-                        Part::Status,
-                        body,
-                        (info, user),
-                    )
-                    .await
-                }
-                Some("scale") if res.subresources.scale.is_some() => {
+                (None, Some("scale")) if res.subresources.scale.is_some() => {
                     scale(app, method, headers, &res, (ns, name), body, (info, user)).await
                 }
-                Some("finalize")
+                (None, Some("finalize"))
                     if res.subresources.other.contains(&"finalize") && method == Method::PUT =>
                 {
                     let bytes = read_body(body).await?;
@@ -354,15 +344,12 @@ async fn resource(
     response.map(|r| with_warnings(r, &deprecation))
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn object(
     app: &Arc<App>,
     method: Method,
     headers: &HeaderMap,
     res: &Arc<Resource>,
-    ns: Option<&str>,
-    name: &str,
-    part: Part,
+    (ns, name, part): (Option<&str>, &str, Part),
     body: Body,
     (info, user): (&request::RequestInfo, Option<Arc<super::User>>),
 ) -> Result<Response, ApiError> {
