@@ -333,6 +333,20 @@ async fn pod_templates_endpoints_limit_ranges_and_quotas() {
     .await;
     let v = serde_json::to_value(&created).expect("json");
     assert_eq!(v["subsets"][0]["ports"][0]["protocol"], "TCP");
+    eps.create(
+        &PostParams::default(),
+        &from(json!({"metadata": {"name": "web"}, "subsets": [{
+            "addresses": [{"ip": "10.1.2.3"}, {"ip": "10.1.2.4"}],
+            "ports": [{"port": 80}, {"port": 443}]}]})),
+    )
+    .await
+    .expect("create");
+    let (columns, rows) = table(&env, "/api/v1/namespaces/default/endpoints").await;
+    assert_eq!(columns, ["Name", "Endpoints", "Age"]);
+    assert_eq!(
+        cell(&columns, &rows, "Endpoints"),
+        "10.1.2.3:80,10.1.2.3:443,10.1.2.4:80 + 1 more..."
+    );
 
     let limits: Api<LimitRange> = Api::default_namespaced(env.client());
     crud(

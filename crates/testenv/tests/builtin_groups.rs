@@ -202,6 +202,32 @@ async fn ingresses_classes_and_network_policies() {
         .clone()
         .expect("ports")[0];
     assert_eq!(port.protocol.as_deref(), Some("TCP"));
+    policies
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "web"}, "spec": {
+                "podSelector": {"matchLabels": {"app": "web"}}}})),
+        )
+        .await
+        .expect("create");
+    let (columns, rows) = table(
+        &env,
+        "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies",
+    )
+    .await;
+    assert_eq!(columns, ["Name", "Pod-Selector", "Age"]);
+    assert_eq!(cell(&columns, &rows, "Pod-Selector"), "app=web");
+    classes
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "nginx"}, "spec": {"controller": "k8s.io/ingress-nginx"}})),
+        )
+        .await
+        .expect("create");
+    let (columns, rows) = table(&env, "/apis/networking.k8s.io/v1/ingressclasses").await;
+    assert_eq!(columns, ["Name", "Controller", "Parameters", "Age"]);
+    assert_eq!(cell(&columns, &rows, "Controller"), "k8s.io/ingress-nginx");
+    assert_eq!(cell(&columns, &rows, "Parameters"), "<none>");
 }
 
 #[tokio::test]
@@ -316,6 +342,15 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
         .await
         .expect_err("handler is required");
     assert_invalid(err, "handler", "Required value");
+    rcs.create(
+        &PostParams::default(),
+        &from(json!({"metadata": {"name": "kata"}, "handler": "kata"})),
+    )
+    .await
+    .expect("create");
+    let (columns, rows) = table(&env, "/apis/node.k8s.io/v1/runtimeclasses").await;
+    assert_eq!(columns, ["Name", "Handler", "Age"]);
+    assert_eq!(cell(&columns, &rows, "Handler"), "kata");
 
     let csrs: Api<CertificateSigningRequest> = Api::all(env.client());
     crud(
@@ -345,4 +380,18 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
     assert_eq!(hook["namespaceSelector"], json!({}));
     assert_eq!(hook["clientConfig"]["service"]["port"], 443);
     assert_eq!(hook["rules"][0]["scope"], "*");
+    let err = hooks
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "bad"}, "webhooks": [{
+                "name": "bad.example.com", "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": "https://hook.example.com"}}]})),
+        )
+        .await
+        .expect_err("sideEffects is required in v1");
+    assert_invalid(
+        err,
+        "webhooks[0].sideEffects",
+        "must specify one of None, NoneOnDryRun",
+    );
 }

@@ -65,7 +65,6 @@ fn default_webhooks(obj: &mut Value, mutating: bool) {
             default_at(hook, &["matchPolicy"], json!("Equivalent"));
             default_at(hook, &["namespaceSelector"], json!({}));
             default_at(hook, &["objectSelector"], json!({}));
-            default_at(hook, &["sideEffects"], json!("Unknown"));
             default_at(hook, &["timeoutSeconds"], json!(10));
             if mutating {
                 default_at(hook, &["reinvocationPolicy"], json!("Never"));
@@ -85,6 +84,9 @@ fn default_webhooks(obj: &mut Value, mutating: bool) {
         }
     }
 }
+
+/// The side effects a v1 webhook may declare (v1 has no default: the field is required).
+const SIDE_EFFECTS: [&str; 2] = ["None", "NoneOnDryRun"];
 
 fn validate_webhooks(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -109,11 +111,20 @@ fn validate_webhooks(obj: &Value) -> Vec<FieldError> {
                 "must specify one of v1, v1beta1",
             ));
         }
-        if hook["sideEffects"].is_null() {
-            errs.push(FieldError::required(
+        // k8s-openapi reads a missing `sideEffects` as "".
+        match hook["sideEffects"].as_str() {
+            None | Some("") => errs.push(FieldError::required(
                 format!("webhooks[{i}].sideEffects"),
                 "must specify one of None, NoneOnDryRun",
-            ));
+            )),
+            Some(effects) if !SIDE_EFFECTS.contains(&effects) => {
+                errs.push(FieldError::not_supported(
+                    format!("webhooks[{i}].sideEffects"),
+                    json!(effects),
+                    &SIDE_EFFECTS,
+                ));
+            }
+            Some(_) => {}
         }
         let config = &hook["clientConfig"];
         if config["url"].is_null() == config["service"].is_null() {

@@ -211,6 +211,14 @@ enum Printer {
     StorageClass,
     /// networking.k8s.io/v1 Ingress.
     Ingress,
+    /// core/v1 Endpoints.
+    Endpoints,
+    /// networking.k8s.io/v1 IngressClass.
+    IngressClass,
+    /// networking.k8s.io/v1 NetworkPolicy.
+    NetworkPolicy,
+    /// node.k8s.io/v1 RuntimeClass.
+    RuntimeClass,
     /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding.
     Binding,
     /// Everything else: `Name` and `Created At`.
@@ -245,6 +253,10 @@ impl Printer {
             ("scheduling.k8s.io", "PriorityClass") => Self::PriorityClass,
             ("storage.k8s.io", "StorageClass") => Self::StorageClass,
             ("networking.k8s.io", "Ingress") => Self::Ingress,
+            ("", "Endpoints") => Self::Endpoints,
+            ("networking.k8s.io", "IngressClass") => Self::IngressClass,
+            ("networking.k8s.io", "NetworkPolicy") => Self::NetworkPolicy,
+            ("node.k8s.io", "RuntimeClass") => Self::RuntimeClass,
             ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => Self::Binding,
             _ => Self::Generic,
         }
@@ -276,6 +288,10 @@ impl Printer {
             Self::PriorityClass => &PRIORITY_CLASS,
             Self::StorageClass => &STORAGE_CLASS,
             Self::Ingress => &INGRESS,
+            Self::Endpoints => &ENDPOINTS,
+            Self::IngressClass => &INGRESS_CLASS,
+            Self::NetworkPolicy => &NETWORK_POLICY,
+            Self::RuntimeClass => &RUNTIME_CLASS,
             Self::Binding => &BINDING,
             Self::Generic => &GENERIC,
         }
@@ -308,6 +324,10 @@ impl Printer {
             Self::PriorityClass => priority_class_cells(obj, now).into(),
             Self::StorageClass => storage_class_cells(obj, now).into(),
             Self::Ingress => ingress_cells(obj, now).into(),
+            Self::Endpoints => endpoints_cells(obj, now).into(),
+            Self::IngressClass => ingress_class_cells(obj, now).into(),
+            Self::NetworkPolicy => network_policy_cells(obj, now).into(),
+            Self::RuntimeClass => runtime_class_cells(obj, now).into(),
             Self::Binding => binding_cells(obj, now).into(),
             Self::Generic => generic_cells(obj).into(),
         }

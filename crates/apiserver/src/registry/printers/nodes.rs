@@ -1,4 +1,4 @@
-//! Printers of core/v1 Node, PersistentVolume and PersistentVolumeClaim.
+//! Printers of core/v1 Node, PersistentVolume, PersistentVolumeClaim and Endpoints.
 
 use serde_json::Value;
 
@@ -197,5 +197,55 @@ pub(super) fn persistent_volume_claim_cells(
         class_or_unset(obj, &["spec", "volumeAttributesClassName"]),
         age_cell(obj, now),
         Value::from(non_empty(obj, &["spec", "volumeMode"]).unwrap_or("<unset>")),
+    ]
+}
+
+/// Endpoints columns.
+pub(super) const ENDPOINTS: [Column; 3] = [
+    NAME,
+    shown("Endpoints", "Addresses and ports, the first three."),
+    AGE,
+];
+
+/// `ip:port` pairs of the ready addresses, the first three, then `+ N more...`; `<none>`
+/// without any, as Kubernetes' `formatEndpoints`.
+fn format_endpoints(obj: &Value) -> String {
+    const MAX: usize = 3;
+    let mut pairs = Vec::new();
+    let mut total = 0;
+    for subset in list(obj, &["subsets"]) {
+        let ports = list(subset, &["ports"]);
+        for address in list(subset, &["addresses"]) {
+            let ip = text(address, &["ip"]);
+            if ports.is_empty() {
+                total += 1;
+                if pairs.len() < MAX {
+                    pairs.push(ip.to_owned());
+                }
+            }
+            for port in ports {
+                total += 1;
+                if pairs.len() < MAX {
+                    pairs.push(format!("{ip}:{}", int(port, &["port"])));
+                }
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return "<none>".to_owned();
+    }
+    let mut out = pairs.join(",");
+    if total > MAX {
+        out.push_str(&format!(" + {} more...", total - MAX));
+    }
+    out
+}
+
+/// The Endpoints row.
+pub(super) fn endpoints_cells(obj: &Value, now: i64) -> [Value; ENDPOINTS.len()] {
+    [
+        name(obj),
+        Value::from(format_endpoints(obj)),
+        age_cell(obj, now),
     ]
 }

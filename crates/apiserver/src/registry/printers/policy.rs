@@ -1,5 +1,6 @@
 //! Printers of policy/v1 PodDisruptionBudget, scheduling.k8s.io/v1 PriorityClass,
-//! storage.k8s.io/v1 StorageClass and networking.k8s.io/v1 Ingress.
+//! storage.k8s.io/v1 StorageClass, networking.k8s.io/v1 Ingress, IngressClass and NetworkPolicy,
+//! and node.k8s.io/v1 RuntimeClass.
 
 use serde_json::Value;
 
@@ -141,6 +142,66 @@ pub(super) fn ingress_cells(obj: &Value, now: i64) -> [Value; INGRESS.len()] {
         Value::from(hosts),
         Value::from(addresses.join(",")),
         Value::from(ports),
+        age_cell(obj, now),
+    ]
+}
+
+/// IngressClass columns.
+pub(super) const INGRESS_CLASS: [Column; 4] = [
+    NAME,
+    shown("Controller", "The controller that implements the class."),
+    shown("Parameters", "The class's parameters object."),
+    AGE,
+];
+
+/// NetworkPolicy columns.
+pub(super) const NETWORK_POLICY: [Column; 3] = [
+    NAME,
+    shown("Pod-Selector", "Pods the policy applies to."),
+    AGE,
+];
+
+/// RuntimeClass columns.
+pub(super) const RUNTIME_CLASS: [Column; 3] = [
+    NAME,
+    shown("Handler", "The container runtime handler."),
+    AGE,
+];
+
+/// The IngressClass row; parameters as `Kind.group/name`, or `<none>`.
+pub(super) fn ingress_class_cells(obj: &Value, now: i64) -> [Value; INGRESS_CLASS.len()] {
+    let parameters = match at(obj, &["spec", "parameters"]) {
+        Some(p) => {
+            let kind = text(p, &["kind"]);
+            let kind = match non_empty(p, &["apiGroup"]) {
+                Some(group) => format!("{kind}.{group}"),
+                None => kind.to_owned(),
+            };
+            format!("{kind}/{}", text(p, &["name"]))
+        }
+        None => "<none>".to_owned(),
+    };
+    [
+        name(obj),
+        Value::from(text(obj, &["spec", "controller"])),
+        Value::from(parameters),
+        age_cell(obj, now),
+    ]
+}
+
+/// The NetworkPolicy row; an empty pod selector reads `<none>`.
+pub(super) fn network_policy_cells(obj: &Value, now: i64) -> [Value; NETWORK_POLICY.len()] {
+    let selector = super::apps::label_selector(at(obj, &["spec", "podSelector"]))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".to_owned());
+    [name(obj), Value::from(selector), age_cell(obj, now)]
+}
+
+/// The RuntimeClass row.
+pub(super) fn runtime_class_cells(obj: &Value, now: i64) -> [Value; RUNTIME_CLASS.len()] {
+    [
+        name(obj),
+        Value::from(text(obj, &["handler"])),
         age_cell(obj, now),
     ]
 }
