@@ -379,4 +379,33 @@ async fn pod_templates_endpoints_limit_ranges_and_quotas() {
         created.status.and_then(|s| s.used).is_none(),
         "a new quota's status is the server's, not the client's"
     );
+    quotas
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "compute"}, "spec": {"hard": {
+                "requests.cpu": "2", "pods": "10", "limits.memory": "4Gi"}}})),
+        )
+        .await
+        .expect("create");
+    let (columns, rows) = table(&env, "/api/v1/namespaces/default/resourcequotas").await;
+    assert_eq!(columns, ["Name", "Age", "Request", "Limit"]);
+    assert_eq!(
+        cell(&columns, &rows, "Request"),
+        "pods: 0/10, requests.cpu: 0/2"
+    );
+    assert_eq!(cell(&columns, &rows, "Limit"), "limits.memory: 0/4Gi");
+
+    templates
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "web"}, "template": {
+                "metadata": {"labels": {"app": "web", "tier": "front"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}})),
+        )
+        .await
+        .expect("create");
+    let (columns, rows) = table(&env, "/api/v1/namespaces/default/podtemplates").await;
+    assert_eq!(columns, ["Name", "Containers", "Images", "Pod Labels"]);
+    assert_eq!(cell(&columns, &rows, "Images"), "nginx:1.27");
+    assert_eq!(cell(&columns, &rows, "Pod Labels"), "app=web,tier=front");
 }

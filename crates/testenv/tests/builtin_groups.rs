@@ -263,6 +263,32 @@ async fn endpoint_slices() {
         body["details"]["causes"][0]["field"], "addressType",
         "{body}"
     );
+    slices
+        .create(
+            &PostParams::default(),
+            &from(
+                json!({"metadata": {"name": "web-xyz"}, "addressType": "IPv4",
+                "endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]},
+                    {"addresses": ["10.0.0.3"]}, {"addresses": ["10.0.0.4"]}],
+                "ports": [{"port": 80}, {"port": 443}]}),
+            ),
+        )
+        .await
+        .expect("create");
+    let (columns, rows) = table(
+        &env,
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+    )
+    .await;
+    assert_eq!(
+        columns,
+        ["Name", "AddressType", "Ports", "Endpoints", "Age"]
+    );
+    assert_eq!(cell(&columns, &rows, "Ports"), "80,443");
+    assert_eq!(
+        cell(&columns, &rows, "Endpoints"),
+        "10.0.0.1,10.0.0.2,10.0.0.3 + 1 more..."
+    );
 }
 
 #[tokio::test]
@@ -361,6 +387,34 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
         json!({"metadata": {"annotations": {"a": "b"}}}),
     )
     .await;
+
+    csrs.create(
+        &PostParams::default(),
+        &from(json!({"metadata": {"name": "bob"}, "spec": {
+            "request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+            "signerName": "kubernetes.io/kube-apiserver-client", "expirationSeconds": 86400,
+            "usages": ["client auth"]}})),
+    )
+    .await
+    .expect("create");
+    let (columns, rows) = table(
+        &env,
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+    )
+    .await;
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Age",
+            "SignerName",
+            "Requestor",
+            "RequestedDuration",
+            "Condition"
+        ]
+    );
+    assert_eq!(cell(&columns, &rows, "RequestedDuration"), "24h");
+    assert_eq!(cell(&columns, &rows, "Condition"), "Pending");
 
     let hooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
     let created = crud(

@@ -32,6 +32,7 @@ use serde_json::Value;
 
 mod apps;
 mod batch;
+mod cluster;
 mod coordination;
 mod core;
 mod nodes;
@@ -43,6 +44,7 @@ mod tests;
 use self::core::*;
 use apps::*;
 use batch::*;
+use cluster::*;
 use coordination::*;
 use nodes::*;
 use policy::*;
@@ -219,6 +221,14 @@ enum Printer {
     NetworkPolicy,
     /// node.k8s.io/v1 RuntimeClass.
     RuntimeClass,
+    /// core/v1 ResourceQuota.
+    ResourceQuota,
+    /// core/v1 PodTemplate.
+    PodTemplate,
+    /// discovery.k8s.io/v1 EndpointSlice.
+    EndpointSlice,
+    /// certificates.k8s.io/v1 CertificateSigningRequest.
+    CertificateSigningRequest,
     /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding.
     Binding,
     /// Everything else: `Name` and `Created At`.
@@ -257,6 +267,10 @@ impl Printer {
             ("networking.k8s.io", "IngressClass") => Self::IngressClass,
             ("networking.k8s.io", "NetworkPolicy") => Self::NetworkPolicy,
             ("node.k8s.io", "RuntimeClass") => Self::RuntimeClass,
+            ("", "ResourceQuota") => Self::ResourceQuota,
+            ("", "PodTemplate") => Self::PodTemplate,
+            ("discovery.k8s.io", "EndpointSlice") => Self::EndpointSlice,
+            ("certificates.k8s.io", "CertificateSigningRequest") => Self::CertificateSigningRequest,
             ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => Self::Binding,
             _ => Self::Generic,
         }
@@ -292,6 +306,10 @@ impl Printer {
             Self::IngressClass => &INGRESS_CLASS,
             Self::NetworkPolicy => &NETWORK_POLICY,
             Self::RuntimeClass => &RUNTIME_CLASS,
+            Self::ResourceQuota => &RESOURCE_QUOTA,
+            Self::PodTemplate => &POD_TEMPLATE,
+            Self::EndpointSlice => &ENDPOINT_SLICE,
+            Self::CertificateSigningRequest => &CERTIFICATE_SIGNING_REQUEST,
             Self::Binding => &BINDING,
             Self::Generic => &GENERIC,
         }
@@ -328,6 +346,10 @@ impl Printer {
             Self::IngressClass => ingress_class_cells(obj, now).into(),
             Self::NetworkPolicy => network_policy_cells(obj, now).into(),
             Self::RuntimeClass => runtime_class_cells(obj, now).into(),
+            Self::ResourceQuota => resource_quota_cells(obj, now).into(),
+            Self::PodTemplate => pod_template_cells(obj, now).into(),
+            Self::EndpointSlice => endpoint_slice_cells(obj, now).into(),
+            Self::CertificateSigningRequest => certificate_signing_request_cells(obj, now).into(),
             Self::Binding => binding_cells(obj, now).into(),
             Self::Generic => generic_cells(obj).into(),
         }
