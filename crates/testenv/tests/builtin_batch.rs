@@ -63,6 +63,8 @@ async fn a_job_gets_kubernetes_defaults_and_a_generated_selector() {
     assert_eq!(v["status"], json!({}));
     let uid = &spec["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"];
     assert!(uid.as_str().is_some_and(|u| u.len() == 36), "{spec}");
+    // Keyed on the Job's own uid, as Kubernetes keys it.
+    assert_eq!(uid, &v["metadata"]["uid"]);
     let labels = &spec["template"]["metadata"]["labels"];
     assert_eq!(&labels["batch.kubernetes.io/controller-uid"], uid);
     assert_eq!(&labels["controller-uid"], uid);

@@ -264,13 +264,19 @@ async fn replication_controllers_default_their_selector_and_scale() {
     assert_eq!(v["metadata"]["labels"], json!({"app": "legacy"}));
     assert_eq!(v["spec"]["replicas"], 1);
     assert_eq!(v["status"], json!({"replicas": 0}));
-    rcs.patch_scale(
-        "legacy",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 4}})),
-    )
-    .await
-    .expect("scale");
+    let scale = rcs
+        .patch_scale(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("scale");
+    // The Scale's selector reads the controller's plain label map.
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("app=legacy")
+    );
     let (columns, rows) = table(&env, "/api/v1/namespaces/default/replicationcontrollers").await;
     assert_eq!(
         columns,

@@ -55,13 +55,14 @@ fn default_job_spec(spec: &mut Value) {
 
 /// Gives a Job whose selector is not manual the generated selector and pod labels.
 ///
-/// Kubernetes keys both on the Job's uid; the registry assigns the uid after the strategy runs,
-/// so kore generates a fresh one for the labels (see "Built-in kinds" in the design doc).
+/// Both are keyed on the Job's uid, which the registry assigns before the strategy runs.
 fn generate_selector(obj: &mut Value) {
     if obj["spec"]["manualSelector"] == json!(true) {
         return;
     }
-    let uid = uuid::Uuid::new_v4().to_string();
+    let uid = obj["metadata"]["uid"]
+        .as_str()
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
     let name = obj["metadata"]["name"]
         .as_str()
         .unwrap_or_default()

@@ -91,7 +91,10 @@ impl Registry {
         ] {
             meta.remove(field);
         }
-        res.strategy.prepare_for_create(&mut obj);
+        // The system fields and a generated name come before the kind's own preparation, as in
+        // Kubernetes (a Job's generated selector is keyed on its uid and names the Job).
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
         let generate = meta_str(&obj, "name")
             .is_none_or(str::is_empty)
             .then(|| {
@@ -103,19 +106,15 @@ impl Registry {
         if let Some(prefix) = &generate {
             meta_mut(&mut obj).insert("name".into(), json!(generate_name(prefix)));
         }
+        res.strategy.prepare_for_create(&mut obj);
         self.validate_object(res, &obj, None, &mut warnings)?;
         admission.validate(&attrs, &obj)?;
         let name = name_of(&obj).to_string();
         if res.namespaced {
             self.check_namespace_for_create(res, ns.unwrap_or_default(), &name)?;
         }
-        {
-            let meta = meta_mut(&mut obj);
-            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            if res.strategy.tracks_generation() {
-                meta.insert("generation".into(), json!(1));
-            }
+        if res.strategy.tracks_generation() {
+            meta_mut(&mut obj).insert("generation".into(), json!(1));
         }
         record_ownership(res, Part::Main, None, &mut obj, applied, None, opts);
         check_depth(res, &name, &obj)?;

@@ -43,6 +43,16 @@ fn scale_of(paths: &ScalePaths, parent: &Value) -> Value {
         .and_then(|p| parent.pointer(p))
         .map(|s| match s {
             Value::String(s) => s.clone(),
+            // A LabelSelector, or a plain label map (a ReplicationController's selector).
+            Value::Object(map)
+                if !map
+                    .keys()
+                    .all(|k| k == "matchLabels" || k == "matchExpressions") =>
+            {
+                LabelSelector::from_label_selector_json(&json!({ "matchLabels": map }))
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            }
             obj => LabelSelector::from_label_selector_json(obj)
                 .map(|s| s.to_string())
                 .unwrap_or_default(),
