@@ -9,7 +9,8 @@
 //! - [`propagation`]: [`propagation::Propagation`], a deletion's propagation policy;
 //! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
 //!   query);
-//! - [`user`]: [`user::User`], who a request acts as.
+//! - [`user`]: [`user::User`], who a request acts as;
+//! - [`validation`]: the name rules and the `metadata` checks every kind shares.
 //!
 //! Nothing here imports another module of this crate: storage, schema, patch, the registry,
 //! auth, the controllers and HTTP all build on it, and it builds on none of them.
@@ -21,3 +22,4 @@ pub mod limits;
 pub mod propagation;
 pub mod request_info;
 pub mod user;
+pub mod validation;

@@ -24,7 +24,8 @@ use serde_json::{Map, Number, Value};
 
 use super::format::Format;
 use super::{Additional, JsonType, ListType, Structural};
-use crate::registry::validation::{FieldError, NameRule, check_name, validate_object_meta};
+use crate::api::field::FieldError;
+use crate::api::validation::{NameRule, check_name, validate_object_meta};
 
 /// Lists up to this long are checked for duplicates pairwise (no allocation); longer ones
 /// through a hash table.
