@@ -1,6 +1,10 @@
-//! Tests of `lib.rs`.
+//! Tests of the queue (`lib.rs` and its parts).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
 
 use super::*;
 

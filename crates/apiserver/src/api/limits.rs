@@ -4,7 +4,7 @@
 //! Every limit is listed, with the error it produces, in the "Limits" section of
 //! `docs/design/apiserver.md`. The request body limit is [`MAX_BODY_BYTES`]; label and
 //! annotation sizes are checked with the rest of the object metadata in
-//! `registry::validation`.
+//! `api::validation`.
 //!
 //! # Nesting depth
 //!

@@ -13,7 +13,8 @@
 //! - [`request_info`]: [`request_info::RequestInfo`], a request parsed once (target, verb,
 //!   query, typed options);
 //! - [`transport`]: [`transport::Transport`], how a request reached the server;
-//! - [`user`]: [`user::User`], who a request acts as.
+//! - [`user`]: [`user::User`], who a request acts as;
+//! - [`validation`]: the name rules and the `metadata` checks every kind shares.
 //!
 //! Nothing here imports another module of this crate: storage, schema, patch, the registry,
 //! auth, the controllers and HTTP all build on it, and it builds on none of them.
@@ -28,3 +29,4 @@ pub mod propagation;
 pub mod request_info;
 pub mod transport;
 pub mod user;
+pub mod validation;

@@ -25,6 +25,9 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::SelectorError;
+use crate::api::validation::{
+    label_value_errors as value_errors, qualified_name_errors as key_errors,
+};
 
 /// A parsed label selector: a conjunction of requirements. The default selects everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -620,112 +623,6 @@ impl<'s> Parser<'s> {
             }
         }
     }
-}
-
-/// Kubernetes' explanation of the name part of a qualified name.
-const NAME_PART_FORMAT: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
-     must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
-     '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// Kubernetes' explanation of a DNS-1123 subdomain.
-const SUBDOMAIN_FORMAT: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
-     (e.g. 'example.com', regex used for validation is \
-     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-/// Kubernetes' explanation of a label value.
-const LABEL_VALUE_FORMAT: &str = "a valid label must be an empty string or consist of \
-     alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
-     character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
-     '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-/// The longest name part of a key, and the longest value.
-const MAX_NAME_LENGTH: usize = 63;
-/// The longest key prefix.
-const MAX_PREFIX_LENGTH: usize = 253;
-
-/// What is wrong with a label key (a qualified name, `[prefix/]name`), in Kubernetes' words.
-pub(crate) fn key_errors(key: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    let name = match key.split('/').collect::<Vec<_>>()[..] {
-        [name] => name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errors.push("prefix part must be non-empty".to_owned());
-            } else {
-                if prefix.len() > MAX_PREFIX_LENGTH {
-                    errors.push(format!(
-                        "prefix part must be no more than {MAX_PREFIX_LENGTH} characters"
-                    ));
-                }
-                if !is_dns_subdomain(prefix) {
-                    errors.push(format!("prefix part {SUBDOMAIN_FORMAT}"));
-                }
-            }
-            name
-        }
-        _ => {
-            return vec![format!(
-                "a qualified name {NAME_PART_FORMAT} with an optional DNS subdomain prefix and '/' \
-                 (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    if name.is_empty() {
-        errors.push("name part must be non-empty".to_owned());
-    } else if name.len() > MAX_NAME_LENGTH {
-        errors.push(format!(
-            "name part must be no more than {MAX_NAME_LENGTH} characters"
-        ));
-    }
-    if !is_name_part(name) {
-        errors.push(format!("name part {NAME_PART_FORMAT}"));
-    }
-    errors
-}
-
-/// What is wrong with a label value, in Kubernetes' words.
-pub(crate) fn value_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > MAX_NAME_LENGTH {
-        errors.push(format!("must be no more than {MAX_NAME_LENGTH} characters"));
-    }
-    if !value.is_empty() && !is_name_part(value) {
-        errors.push(LABEL_VALUE_FORMAT.to_owned());
-    }
-    errors
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`: alphanumeric at both ends, `-_.` inside.
-fn is_name_part(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            first.is_ascii_alphanumeric()
-                && last.is_ascii_alphanumeric()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
-}
-
-/// Dot-separated DNS-1123 labels: lowercase alphanumeric at both ends, `-` inside.
-fn is_dns_subdomain(text: &str) -> bool {
-    text.split('.').all(|label| {
-        let bytes = label.as_bytes();
-        match (bytes.first(), bytes.last()) {
-            (Some(first), Some(last)) => {
-                (first.is_ascii_lowercase() || first.is_ascii_digit())
-                    && (last.is_ascii_lowercase() || last.is_ascii_digit())
-                    && bytes
-                        .iter()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-            }
-            _ => false,
-        }
-    })
 }
 
 #[cfg(test)]

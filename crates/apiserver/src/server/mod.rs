@@ -10,3 +10,6 @@ pub mod serve;
 mod api;
 
 pub use api::{ApiServer, Config, Endpoint, RouterWithToken, ServerError};
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@
 //!   the cached one is ignored, so a write the [`crate::client::CachedClient`] recorded is not
 //!   undone by the watch event that precedes it, and a deletion it recorded stays deleted
 //!   until the watch passes it.
-//! - Each object is held once, packed (see `packed.rs`), smaller than its JSON.
+//! - Each object is held once, packed (see `packed/`), smaller than its JSON.
 //! - Objects are shared, not copied per reader: a bounded cache of decoded objects (see
 //!   `decoded.rs`) gives every reader of the same version of a hot object the same `Arc<K>`.
 //!   A cold read decodes once and caches; the `Arc` decoded for a watch event or returned by

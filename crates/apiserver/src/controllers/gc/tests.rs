@@ -1,4 +1,4 @@
-//! Tests of `controllers/gc.rs`.
+//! Tests of `controllers/gc`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,10 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 
-use super::{Action, Graph, Pending, Policy, RETRY_MAX, RETRY_MIN, Work, WorkQueue};
+use super::graph::Work;
+use super::queue::{Job, Pending};
+use super::{Action, Graph, RETRY_MAX, RETRY_MIN, WorkQueue};
+use crate::api::propagation::Propagation as Policy;
 use crate::storage::{EventType, WatchEvent};
 
 /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
@@ -376,7 +379,7 @@ fn work(uid: &str, action: Action) -> Work {
 }
 
 /// The action a job carries, if any.
-fn action_of(job: &super::Job) -> Option<(&str, &Action)> {
+fn action_of(job: &Job) -> Option<(&str, &Action)> {
     match &job.pending {
         Some(Pending::Work(w)) => Some((&*w.uid, &w.action)),
         _ => None,

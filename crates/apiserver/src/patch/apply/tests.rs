@@ -1,4 +1,4 @@
-//! Tests of `patch/apply.rs`.
+//! Tests of `patch/apply`.
 
 use super::*;
 

@@ -1,8 +1,10 @@
-//! Tests of `schema/structural.rs`.
+//! Tests of `schema/structural`.
 
 use serde_json::json;
 
+use super::node::translate_pattern;
 use super::*;
+use crate::schema::{JsonType, ListType};
 
 fn problems(schema: Value) -> Vec<String> {
     match Structural::from_json(&schema, "s") {

@@ -1,4 +1,4 @@
-//! Tests of `schema/validate.rs`.
+//! Tests of `schema/validate`.
 
 use serde_json::json;
 

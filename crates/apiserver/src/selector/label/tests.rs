@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::api::validation::{LABEL_VALUE_FORMAT, NAME_PART_FORMAT, SUBDOMAIN_FORMAT};
 
 fn parsed(selector: &str) -> LabelSelector {
     match LabelSelector::parse(selector) {
