@@ -8,7 +8,7 @@ use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
 
 /// Checks `spec.selector` against the template labels, and that it is set at all.
-fn validate_selector(obj: &Value, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_selector(obj: &Value, errs: &mut Vec<FieldError>) {
     let selector = &obj["spec"]["selector"];
     let match_labels = selector["matchLabels"].as_object();
     let has_expressions = selector["matchExpressions"]
@@ -185,6 +185,277 @@ impl Strategy for ReplicaSetStrategy {
 
     fn field_labels(&self) -> &'static [&'static str] {
         &["status.replicas"]
+    }
+}
+
+/// A pod template's `restartPolicy` must be `Always` in StatefulSets and DaemonSets.
+fn validate_restart_always(obj: &Value, errs: &mut Vec<FieldError>) {
+    let policy = obj["spec"]["template"]["spec"]["restartPolicy"]
+        .as_str()
+        .unwrap_or_default();
+    if policy != "Always" {
+        errs.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            json!(policy),
+            &["Always"],
+        ));
+    }
+}
+
+/// `value` at `field` must be one of `allowed` when set.
+fn one_of(obj: &Value, path: &[&str], allowed: &[&str], errs: &mut Vec<FieldError>) {
+    let value = path.iter().try_fold(obj, |v, k| v.get(k));
+    if let Some(text) = value.and_then(Value::as_str)
+        && !allowed.contains(&text)
+    {
+        errs.push(FieldError::not_supported(
+            path.join("."),
+            json!(text),
+            allowed,
+        ));
+    }
+}
+
+/// StatefulSets: Kubernetes' `SetDefaults_StatefulSet` and `ValidateStatefulSet(Update)`.
+pub(super) struct StatefulSetStrategy;
+
+fn default_statefulset(obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    default_at(spec, &["replicas"], json!(1));
+    default_at(spec, &["podManagementPolicy"], json!("OrderedReady"));
+    default_at(spec, &["updateStrategy", "type"], json!("RollingUpdate"));
+    if spec["updateStrategy"]["type"] == "RollingUpdate" {
+        default_at(
+            spec,
+            &["updateStrategy", "rollingUpdate", "partition"],
+            json!(0),
+        );
+    }
+    default_at(spec, &["revisionHistoryLimit"], json!(10));
+    default_at(
+        spec,
+        &["persistentVolumeClaimRetentionPolicy", "whenDeleted"],
+        json!("Retain"),
+    );
+    default_at(
+        spec,
+        &["persistentVolumeClaimRetentionPolicy", "whenScaled"],
+        json!("Retain"),
+    );
+    if let Some(claims) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        for claim in claims {
+            default_at(claim, &["apiVersion"], json!("v1"));
+            default_at(claim, &["kind"], json!("PersistentVolumeClaim"));
+            default_at(claim, &["spec", "volumeMode"], json!("Filesystem"));
+            default_at(claim, &["status", "phase"], json!("Pending"));
+        }
+    }
+    default_pod_spec(&mut spec["template"]["spec"]);
+}
+
+fn validate_statefulset(obj: &Value) -> Vec<FieldError> {
+    let mut errs = validate_workload(obj);
+    validate_restart_always(obj, &mut errs);
+    one_of(
+        obj,
+        &["spec", "podManagementPolicy"],
+        &["OrderedReady", "Parallel"],
+        &mut errs,
+    );
+    one_of(
+        obj,
+        &["spec", "updateStrategy", "type"],
+        &["RollingUpdate", "OnDelete"],
+        &mut errs,
+    );
+    for field in ["whenDeleted", "whenScaled"] {
+        one_of(
+            obj,
+            &["spec", "persistentVolumeClaimRetentionPolicy", field],
+            &["Retain", "Delete"],
+            &mut errs,
+        );
+    }
+    if let Some(p) = obj["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64()
+        && p < 0
+    {
+        errs.push(FieldError::invalid(
+            "spec.updateStrategy.rollingUpdate.partition",
+            json!(p),
+            "must be greater than or equal to 0",
+        ));
+    }
+    errs
+}
+
+/// The spec fields a StatefulSet update may change, as Kubernetes lists them.
+const STATEFULSET_MUTABLE: [&str; 6] = [
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+];
+
+impl Strategy for StatefulSetStrategy {
+    fn decode(&self, obj: Value) -> Result<Decoded, String> {
+        decode_typed::<apps::StatefulSet>(obj)
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_statefulset(obj);
+        obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        default_statefulset(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_statefulset(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_statefulset(new);
+        let strip = |obj: &Value| {
+            let mut spec = obj["spec"].clone();
+            if let Some(map) = spec.as_object_mut() {
+                for field in STATEFULSET_MUTABLE {
+                    map.remove(field);
+                }
+            }
+            spec
+        };
+        if strip(new) != strip(old) {
+            errs.push(FieldError::forbidden(
+                "spec",
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', \
+                 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and \
+                 'minReadySeconds' are forbidden",
+            ));
+        }
+        errs
+    }
+}
+
+/// DaemonSets: Kubernetes' `SetDefaults_DaemonSet` and `ValidateDaemonSet(Update)`.
+pub(super) struct DaemonSetStrategy;
+
+fn default_daemonset(obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    default_at(spec, &["updateStrategy", "type"], json!("RollingUpdate"));
+    if spec["updateStrategy"]["type"] == "RollingUpdate" {
+        default_at(
+            spec,
+            &["updateStrategy", "rollingUpdate", "maxUnavailable"],
+            json!(1),
+        );
+        default_at(
+            spec,
+            &["updateStrategy", "rollingUpdate", "maxSurge"],
+            json!(0),
+        );
+    }
+    default_at(spec, &["revisionHistoryLimit"], json!(10));
+    default_pod_spec(&mut spec["template"]["spec"]);
+}
+
+fn validate_daemonset(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    validate_selector(obj, &mut errs);
+    validate_pod_spec(
+        &obj["spec"]["template"]["spec"],
+        "spec.template.spec",
+        &mut errs,
+    );
+    validate_restart_always(obj, &mut errs);
+    one_of(
+        obj,
+        &["spec", "updateStrategy", "type"],
+        &["OnDelete", "RollingUpdate"],
+        &mut errs,
+    );
+    errs
+}
+
+impl Strategy for DaemonSetStrategy {
+    fn decode(&self, obj: Value) -> Result<Decoded, String> {
+        decode_typed::<apps::DaemonSet>(obj)
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_daemonset(obj);
+        obj["status"] = json!({
+            "currentNumberScheduled": 0,
+            "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0,
+            "numberReady": 0,
+        });
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        default_daemonset(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_daemonset(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_daemonset(new);
+        validate_selector_unchanged(new, old, &mut errs);
+        errs
+    }
+}
+
+/// ControllerRevisions: a snapshot of a workload's template; `data` never changes.
+pub(super) struct ControllerRevisionStrategy;
+
+fn validate_revision(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(r) = obj["revision"].as_i64()
+        && r < 0
+    {
+        errs.push(FieldError::invalid(
+            "revision",
+            json!(r),
+            "must be greater than or equal to 0",
+        ));
+    }
+    errs
+}
+
+impl Strategy for ControllerRevisionStrategy {
+    fn decode(&self, obj: Value) -> Result<Decoded, String> {
+        decode_typed::<apps::ControllerRevision>(obj)
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_revision(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_revision(new);
+        if new.get("data") != old.get("data") {
+            errs.push(FieldError::invalid(
+                "data",
+                new.get("data").cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        errs
     }
 }
 

@@ -1,13 +1,22 @@
-//! The built-in kinds the server serves, as Kubernetes v1.32 serves them: their discovery
+//! The built-in kinds the server serves, as Kubernetes v1.33 serves them: their discovery
 //! entries ([`resources`]) and their strategies (one module per API group).
 //!
 //! No controllers run for them (no scheduler, kubelet or Deployment controller): objects are
 //! decoded, defaulted, validated, stored and watched.
 
 mod apps;
+mod batch;
+mod cluster;
 mod core;
+mod core_misc;
+mod core_volumes;
 mod events;
+mod networking;
+mod nodes;
 mod other;
+mod policy;
+mod storage;
+mod typed;
 
 use std::sync::Arc;
 
@@ -137,7 +146,21 @@ pub fn resources() -> Vec<Resource> {
             Arc::new(core::ConfigMapStrategy),
         )
         .short(&["cm"]),
+        Def::new(
+            "",
+            "Endpoints",
+            "endpoints",
+            Arc::new(core_misc::endpoints()),
+        )
+        .short(&["ep"]),
         Def::new("", "Event", "events", core_events).short(&["ev"]),
+        Def::new(
+            "",
+            "LimitRange",
+            "limitranges",
+            Arc::new(core_misc::limit_range()),
+        )
+        .short(&["limits"]),
         {
             let mut d = Def::new(
                 "",
@@ -151,10 +174,55 @@ pub fn resources() -> Vec<Resource> {
             d.other_subresources = &["finalize"];
             d
         },
+        Def::new("", "Node", "nodes", Arc::new(nodes::NodeStrategy))
+            .cluster()
+            .short(&["no"])
+            .with_status(),
+        Def::new(
+            "",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            Arc::new(core_volumes::persistent_volume_claim()),
+        )
+        .short(&["pvc"])
+        .with_status(),
+        Def::new(
+            "",
+            "PersistentVolume",
+            "persistentvolumes",
+            Arc::new(core_volumes::persistent_volume()),
+        )
+        .cluster()
+        .short(&["pv"])
+        .with_status(),
         Def::new("", "Pod", "pods", Arc::new(core::PodStrategy))
             .short(&["po"])
             .in_all()
             .with_status(),
+        Def::new(
+            "",
+            "PodTemplate",
+            "podtemplates",
+            Arc::new(core_misc::pod_template()),
+        ),
+        Def::new(
+            "",
+            "ReplicationController",
+            "replicationcontrollers",
+            Arc::new(core_misc::replication_controller()),
+        )
+        .short(&["rc"])
+        .in_all()
+        .with_status()
+        .with_scale(),
+        Def::new(
+            "",
+            "ResourceQuota",
+            "resourcequotas",
+            Arc::new(core_misc::resource_quota()),
+        )
+        .short(&["quota"])
+        .with_status(),
         Def::new("", "Secret", "secrets", Arc::new(core::SecretStrategy)),
         {
             let mut d = Def::new(
@@ -179,6 +247,21 @@ pub fn resources() -> Vec<Resource> {
         // apps/v1
         Def::new(
             "apps",
+            "ControllerRevision",
+            "controllerrevisions",
+            Arc::new(apps::ControllerRevisionStrategy),
+        ),
+        Def::new(
+            "apps",
+            "DaemonSet",
+            "daemonsets",
+            Arc::new(apps::DaemonSetStrategy),
+        )
+        .short(&["ds"])
+        .in_all()
+        .with_status(),
+        Def::new(
+            "apps",
             "Deployment",
             "deployments",
             Arc::new(apps::DeploymentStrategy),
@@ -197,6 +280,195 @@ pub fn resources() -> Vec<Resource> {
         .in_all()
         .with_status()
         .with_scale(),
+        Def::new(
+            "apps",
+            "StatefulSet",
+            "statefulsets",
+            Arc::new(apps::StatefulSetStrategy),
+        )
+        .short(&["sts"])
+        .in_all()
+        .with_status()
+        .with_scale(),
+        // batch/v1
+        Def::new(
+            "batch",
+            "CronJob",
+            "cronjobs",
+            Arc::new(batch::CronJobStrategy),
+        )
+        .short(&["cj"])
+        .in_all()
+        .with_status(),
+        Def::new("batch", "Job", "jobs", Arc::new(batch::JobStrategy))
+            .in_all()
+            .with_status(),
+        // policy/v1
+        Def::new(
+            "policy",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            Arc::new(policy::pod_disruption_budget()),
+        )
+        .short(&["pdb"])
+        .with_status(),
+        // scheduling.k8s.io/v1
+        Def::new(
+            "scheduling.k8s.io",
+            "PriorityClass",
+            "priorityclasses",
+            Arc::new(policy::priority_class()),
+        )
+        .cluster()
+        .short(&["pc"]),
+        // networking.k8s.io/v1
+        Def::new(
+            "networking.k8s.io",
+            "IngressClass",
+            "ingressclasses",
+            Arc::new(networking::ingress_class()),
+        )
+        .cluster(),
+        Def::new(
+            "networking.k8s.io",
+            "Ingress",
+            "ingresses",
+            Arc::new(networking::ingress()),
+        )
+        .short(&["ing"])
+        .with_status(),
+        Def::new(
+            "networking.k8s.io",
+            "IPAddress",
+            "ipaddresses",
+            Arc::new(networking::ip_address()),
+        )
+        .cluster()
+        .short(&["ip"]),
+        Def::new(
+            "networking.k8s.io",
+            "NetworkPolicy",
+            "networkpolicies",
+            Arc::new(networking::network_policy()),
+        )
+        .short(&["netpol"]),
+        Def::new(
+            "networking.k8s.io",
+            "ServiceCIDR",
+            "servicecidrs",
+            Arc::new(networking::service_cidr()),
+        )
+        .cluster()
+        .with_status(),
+        // discovery.k8s.io/v1
+        Def::new(
+            "discovery.k8s.io",
+            "EndpointSlice",
+            "endpointslices",
+            Arc::new(networking::endpoint_slice()),
+        ),
+        // storage.k8s.io/v1
+        Def::new(
+            "storage.k8s.io",
+            "CSIDriver",
+            "csidrivers",
+            Arc::new(storage::csi_driver()),
+        )
+        .cluster(),
+        Def::new(
+            "storage.k8s.io",
+            "CSINode",
+            "csinodes",
+            Arc::new(storage::csi_node()),
+        )
+        .cluster(),
+        Def::new(
+            "storage.k8s.io",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+            Arc::new(storage::csi_storage_capacity()),
+        ),
+        Def::new(
+            "storage.k8s.io",
+            "StorageClass",
+            "storageclasses",
+            Arc::new(storage::storage_class()),
+        )
+        .cluster()
+        .short(&["sc"]),
+        Def::new(
+            "storage.k8s.io",
+            "VolumeAttachment",
+            "volumeattachments",
+            Arc::new(storage::volume_attachment()),
+        )
+        .cluster()
+        .with_status(),
+        // node.k8s.io/v1
+        Def::new(
+            "node.k8s.io",
+            "RuntimeClass",
+            "runtimeclasses",
+            Arc::new(cluster::runtime_class()),
+        )
+        .cluster(),
+        // certificates.k8s.io/v1 (no /approval yet)
+        Def::new(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            Arc::new(cluster::certificate_signing_request()),
+        )
+        .cluster()
+        .short(&["csr"])
+        .with_status(),
+        // admissionregistration.k8s.io/v1: stored and checked; nothing calls the webhooks yet
+        Def::new(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            Arc::new(cluster::mutating_webhook_configuration()),
+        )
+        .cluster(),
+        Def::new(
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            Arc::new(cluster::validating_admission_policy()),
+        )
+        .cluster()
+        .with_status(),
+        Def::new(
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            Arc::new(cluster::validating_admission_policy_binding()),
+        )
+        .cluster(),
+        Def::new(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            Arc::new(cluster::validating_webhook_configuration()),
+        )
+        .cluster(),
+        // flowcontrol.apiserver.k8s.io/v1: stored only
+        Def::new(
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema",
+            "flowschemas",
+            Arc::new(cluster::flow_schema()),
+        )
+        .cluster()
+        .with_status(),
+        Def::new(
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+            Arc::new(cluster::priority_level_configuration()),
+        )
+        .cluster()
+        .with_status(),
         // coordination.k8s.io/v1
         Def::new(
             "coordination.k8s.io",

@@ -33,15 +33,21 @@ use std::sync::Arc;
 use serde_json::Value;
 
 mod apps;
+mod batch;
 mod coordination;
 mod core;
+mod nodes;
+mod policy;
 mod rbac;
 #[cfg(test)]
 mod tests;
 
 use self::core::*;
 use apps::*;
+use batch::*;
 use coordination::*;
+use nodes::*;
+use policy::*;
 use rbac::*;
 
 /// One column of a Table (a `meta.k8s.io/v1` `TableColumnDefinition`).
@@ -49,7 +55,7 @@ use rbac::*;
 pub(crate) struct Column {
     /// Header text; kubectl prints it upper-cased.
     pub(crate) name: &'static str,
-    /// OpenAPI type of the column's cells: `string`, `integer` or `date` here.
+    /// OpenAPI type of the column's cells: `string`, `integer`, `boolean` or `date` here.
     #[serde(rename = "type")]
     pub(crate) kind: &'static str,
     /// OpenAPI format: `name` marks the column holding the object's name, otherwise empty.
@@ -213,6 +219,32 @@ enum Printer {
     Deployment,
     /// apps/v1 ReplicaSet.
     ReplicaSet,
+    /// core/v1 Node.
+    Node,
+    /// core/v1 PersistentVolume.
+    PersistentVolume,
+    /// core/v1 PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// core/v1 ReplicationController.
+    ReplicationController,
+    /// apps/v1 StatefulSet.
+    StatefulSet,
+    /// apps/v1 DaemonSet.
+    DaemonSet,
+    /// apps/v1 ControllerRevision.
+    ControllerRevision,
+    /// batch/v1 Job.
+    Job,
+    /// batch/v1 CronJob.
+    CronJob,
+    /// policy/v1 PodDisruptionBudget.
+    PodDisruptionBudget,
+    /// scheduling.k8s.io/v1 PriorityClass.
+    PriorityClass,
+    /// storage.k8s.io/v1 StorageClass.
+    StorageClass,
+    /// networking.k8s.io/v1 Ingress.
+    Ingress,
     /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding.
     Binding,
     /// Everything else: `Name` and `Created At`.
@@ -234,6 +266,19 @@ impl Printer {
             ("events.k8s.io", "Event") => Self::EventsEvent,
             ("apps", "Deployment") => Self::Deployment,
             ("apps", "ReplicaSet") => Self::ReplicaSet,
+            ("", "Node") => Self::Node,
+            ("", "PersistentVolume") => Self::PersistentVolume,
+            ("", "PersistentVolumeClaim") => Self::PersistentVolumeClaim,
+            ("", "ReplicationController") => Self::ReplicationController,
+            ("apps", "StatefulSet") => Self::StatefulSet,
+            ("apps", "DaemonSet") => Self::DaemonSet,
+            ("apps", "ControllerRevision") => Self::ControllerRevision,
+            ("batch", "Job") => Self::Job,
+            ("batch", "CronJob") => Self::CronJob,
+            ("policy", "PodDisruptionBudget") => Self::PodDisruptionBudget,
+            ("scheduling.k8s.io", "PriorityClass") => Self::PriorityClass,
+            ("storage.k8s.io", "StorageClass") => Self::StorageClass,
+            ("networking.k8s.io", "Ingress") => Self::Ingress,
             ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => Self::Binding,
             _ => Self::Generic,
         }
@@ -252,6 +297,19 @@ impl Printer {
             Self::Service => &SERVICE,
             Self::Deployment => &DEPLOYMENT,
             Self::ReplicaSet => &REPLICA_SET,
+            Self::Node => &NODE,
+            Self::PersistentVolume => &PERSISTENT_VOLUME,
+            Self::PersistentVolumeClaim => &PERSISTENT_VOLUME_CLAIM,
+            Self::ReplicationController => &REPLICATION_CONTROLLER,
+            Self::StatefulSet => &STATEFUL_SET,
+            Self::DaemonSet => &DAEMON_SET,
+            Self::ControllerRevision => &CONTROLLER_REVISION,
+            Self::Job => &JOB,
+            Self::CronJob => &CRON_JOB,
+            Self::PodDisruptionBudget => &POD_DISRUPTION_BUDGET,
+            Self::PriorityClass => &PRIORITY_CLASS,
+            Self::StorageClass => &STORAGE_CLASS,
+            Self::Ingress => &INGRESS,
             Self::Binding => &BINDING,
             Self::Generic => &GENERIC,
         }
@@ -271,6 +329,19 @@ impl Printer {
             Self::Service => service_cells(obj, now).into(),
             Self::Deployment => deployment_cells(obj, now).into(),
             Self::ReplicaSet => replica_set_cells(obj, now).into(),
+            Self::Node => node_cells(obj, now).into(),
+            Self::PersistentVolume => persistent_volume_cells(obj, now).into(),
+            Self::PersistentVolumeClaim => persistent_volume_claim_cells(obj, now).into(),
+            Self::ReplicationController => replication_controller_cells(obj, now).into(),
+            Self::StatefulSet => stateful_set_cells(obj, now).into(),
+            Self::DaemonSet => daemon_set_cells(obj, now).into(),
+            Self::ControllerRevision => controller_revision_cells(obj, now).into(),
+            Self::Job => job_cells(obj, now).into(),
+            Self::CronJob => cron_job_cells(obj, now).into(),
+            Self::PodDisruptionBudget => pod_disruption_budget_cells(obj, now).into(),
+            Self::PriorityClass => priority_class_cells(obj, now).into(),
+            Self::StorageClass => storage_class_cells(obj, now).into(),
+            Self::Ingress => ingress_cells(obj, now).into(),
             Self::Binding => binding_cells(obj, now).into(),
             Self::Generic => generic_cells(obj).into(),
         }

@@ -1,0 +1,162 @@
+//! storage.k8s.io/v1: StorageClass, CSIDriver, CSINode, VolumeAttachment, CSIStorageCapacity.
+
+use k8s_openapi::api::storage::v1 as storage;
+use serde_json::{Value, json};
+
+use super::typed::{Typed, immutable};
+use crate::api::field::FieldError;
+use crate::registry::strategy::default_at;
+
+const BINDING_MODES: [&str; 2] = ["Immediate", "WaitForFirstConsumer"];
+
+/// StorageClasses: Kubernetes' `SetDefaults_StorageClass` (reclaim `Delete`, binding
+/// `Immediate`); provisioner required; provisioner, parameters, reclaim policy and binding mode
+/// immutable.
+pub(super) fn storage_class() -> Typed<storage::StorageClass> {
+    Typed::new()
+        .defaults(|obj| {
+            default_at(obj, &["reclaimPolicy"], json!("Delete"));
+            default_at(obj, &["volumeBindingMode"], json!("Immediate"));
+        })
+        .validate(|obj| {
+            let mut errs = Vec::new();
+            if obj["provisioner"].as_str().is_none_or(str::is_empty) {
+                errs.push(FieldError::required("provisioner", ""));
+            }
+            if let Some(policy) = obj["reclaimPolicy"].as_str()
+                && !["Delete", "Retain"].contains(&policy)
+            {
+                errs.push(FieldError::not_supported(
+                    "reclaimPolicy",
+                    json!(policy),
+                    &["Delete", "Retain"],
+                ));
+            }
+            if let Some(mode) = obj["volumeBindingMode"].as_str()
+                && !BINDING_MODES.contains(&mode)
+            {
+                errs.push(FieldError::not_supported(
+                    "volumeBindingMode",
+                    json!(mode),
+                    &BINDING_MODES,
+                ));
+            }
+            errs
+        })
+        .validate_update(|new, old| {
+            let mut errs = Vec::new();
+            for field in [
+                "provisioner",
+                "parameters",
+                "reclaimPolicy",
+                "volumeBindingMode",
+            ] {
+                if new.get(field) != old.get(field) {
+                    errs.push(FieldError::forbidden(
+                        field,
+                        "updates to ".to_owned() + field + " are forbidden.",
+                    ));
+                }
+            }
+            errs
+        })
+}
+
+/// CSIDrivers: Kubernetes' `SetDefaults_CSIDriver`; `attachRequired`, `podInfoOnMount`,
+/// `volumeLifecycleModes`, `fsGroupPolicy` are immutable.
+pub(super) fn csi_driver() -> Typed<storage::CSIDriver> {
+    Typed::new()
+        .defaults(|obj| {
+            let spec = &mut obj["spec"];
+            default_at(spec, &["attachRequired"], json!(true));
+            default_at(spec, &["podInfoOnMount"], json!(false));
+            default_at(spec, &["storageCapacity"], json!(false));
+            default_at(spec, &["fsGroupPolicy"], json!("ReadWriteOnceWithFSType"));
+            default_at(spec, &["requiresRepublish"], json!(false));
+            default_at(spec, &["seLinuxMount"], json!(false));
+            default_at(spec, &["volumeLifecycleModes"], json!(["Persistent"]));
+        })
+        .validate_update(|new, old| {
+            let mut errs = Vec::new();
+            for field in [
+                "attachRequired",
+                "podInfoOnMount",
+                "volumeLifecycleModes",
+                "fsGroupPolicy",
+            ] {
+                immutable(new, old, &["spec", field], &mut errs);
+            }
+            errs
+        })
+}
+
+/// CSINodes: each driver named once.
+pub(super) fn csi_node() -> Typed<storage::CSINode> {
+    Typed::new().validate(|obj| {
+        let mut errs = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        let drivers = obj["spec"]["drivers"].as_array().into_iter().flatten();
+        for (i, driver) in drivers.enumerate() {
+            let name = driver["name"].as_str().unwrap_or_default();
+            if name.is_empty() {
+                errs.push(FieldError::required(format!("spec.drivers[{i}].name"), ""));
+            } else if !seen.insert(name) {
+                errs.push(FieldError::duplicate(
+                    format!("spec.drivers[{i}].name"),
+                    json!(name),
+                ));
+            }
+        }
+        errs
+    })
+}
+
+fn validate_attachment(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for field in ["attacher", "nodeName"] {
+        if obj["spec"][field].as_str().is_none_or(str::is_empty) {
+            errs.push(FieldError::required(format!("spec.{field}"), ""));
+        }
+    }
+    let source = &obj["spec"]["source"];
+    let given = ["persistentVolumeName", "inlineVolumeSpec"]
+        .iter()
+        .filter(|f| !source[**f].is_null())
+        .count();
+    if given != 1 {
+        errs.push(FieldError::required(
+            "spec.source",
+            "must specify exactly one of inlineVolumeSpec and persistentVolumeName",
+        ));
+    }
+    errs
+}
+
+/// VolumeAttachments: the spec is immutable.
+pub(super) fn volume_attachment() -> Typed<storage::VolumeAttachment> {
+    Typed::new()
+        .initial_status(|| json!({"attached": false}))
+        .validate(validate_attachment)
+        .validate_update(|new, old| {
+            let mut errs = Vec::new();
+            immutable(new, old, &["spec"], &mut errs);
+            errs
+        })
+}
+
+/// CSIStorageCapacities: `storageClassName` is required and immutable.
+pub(super) fn csi_storage_capacity() -> Typed<storage::CSIStorageCapacity> {
+    Typed::new()
+        .validate(|obj| {
+            let mut errs = Vec::new();
+            if obj["storageClassName"].as_str().is_none_or(str::is_empty) {
+                errs.push(FieldError::required("storageClassName", ""));
+            }
+            errs
+        })
+        .validate_update(|new, old| {
+            let mut errs = Vec::new();
+            immutable(new, old, &["storageClassName"], &mut errs);
+            errs
+        })
+}
