@@ -164,6 +164,22 @@ async fn bad_bindings_are_refused_with_4xx() {
 }
 
 #[tokio::test]
+async fn testenv_starts_nodes() {
+    let env = TestEnv::start().await.expect("start");
+    let set = env.start_nodes(3).await.expect("nodes");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client());
+    let names: Vec<String> = nodes
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(names, set.names());
+}
+
+#[tokio::test]
 async fn a_pod_being_deleted_cannot_be_bound() {
     let env = TestEnv::start().await.expect("start");
     let pods: Api<Pod> = Api::namespaced(env.client(), "default");
