@@ -27,6 +27,7 @@
 //! ```
 
 pub mod kubectl;
+mod nodes;
 pub mod operator;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ use anyhow::Context;
 use kore_apiserver::server::{ApiServer, Config, Endpoint};
 
 pub use kore_apiserver;
+pub use kore_nodes::{NodeConfig, NodeSet};
 
 /// Options of a [`TestEnv`].
 #[derive(Debug, Default)]

@@ -218,6 +218,22 @@ async fn resource(
 ) -> Result<Response, ApiError> {
     let q = &info.query;
     let watching = info.verb == "watch";
+    if path.group.is_empty()
+        && path.resource == "bindings"
+        && path.name.is_none()
+        && path.subresource.is_none()
+    {
+        return binding(
+            app,
+            &method,
+            headers,
+            path.namespace.as_deref(),
+            None,
+            body,
+            info,
+        )
+        .await;
+    }
     let catalog = app.registry.catalog();
     let res = catalog
         .find(&path.group, &path.version, &path.resource)
@@ -335,6 +351,9 @@ async fn resource(
                     let obj = decode_object(headers, &bytes)?;
                     let v = app.registry.finalize(name, &obj).await?;
                     Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
+                }
+                Some("binding") if res.subresources.other.contains(&"binding") => {
+                    binding(app, &method, headers, ns, Some(name), body, info).await
                 }
                 _ => Err(ApiError::NoSuchPath),
             }
@@ -588,5 +607,32 @@ async fn scale(
     Ok(json_response(
         StatusCode::OK,
         Bytes::from(scale.to_string()),
+    ))
+}
+
+/// Serves `POST …/pods/{name}/binding` and `POST …/bindings`: 201 with a `Status` of `Success`.
+async fn binding(
+    app: &Arc<App>,
+    method: &Method,
+    headers: &HeaderMap,
+    ns: Option<&str>,
+    name: Option<&str>,
+    body: Body,
+    info: &request::RequestInfo,
+) -> Result<Response, ApiError> {
+    let ns = ns.ok_or(ApiError::NoSuchPath)?;
+    if method != Method::POST {
+        return Err(ApiError::MethodNotAllowed {
+            verb: method.to_string(),
+            resource: "pods/binding".into(),
+        });
+    }
+    let opts = write_options_of(info, None)?;
+    let bytes = read_body(body).await?;
+    let obj = decode_object(headers, &bytes)?;
+    let status = app.registry.bind_pod(ns, name, &obj, opts.dry_run).await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        Bytes::from(status.to_string()),
     ))
 }

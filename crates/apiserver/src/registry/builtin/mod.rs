@@ -195,10 +195,14 @@ pub fn resources() -> Vec<Resource> {
         .cluster()
         .short(&["pv"])
         .with_status(),
-        Def::new("", "Pod", "pods", Arc::new(core::PodStrategy))
-            .short(&["po"])
-            .in_all()
-            .with_status(),
+        {
+            let mut d = Def::new("", "Pod", "pods", Arc::new(core::PodStrategy))
+                .short(&["po"])
+                .in_all()
+                .with_status();
+            d.other_subresources = &["binding"];
+            d
+        },
         Def::new(
             "",
             "PodTemplate",

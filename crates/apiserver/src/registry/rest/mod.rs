@@ -13,11 +13,13 @@
 //!   ([`Registry::write_existing`]).
 //! - `scale`: the `scale` subresource, an `autoscaling/v1` `Scale` view of the replicas.
 //! - `finalize`: the namespace `finalize` subresource.
+//! - `binding`: the `pods/binding` subresource and the `bindings` resource.
 //! - `validate`: the checks every write shares.
 //!
 //! This file holds the small helpers the verbs share.
 
 mod apply;
+mod binding;
 mod create;
 mod decode;
 mod delete;
