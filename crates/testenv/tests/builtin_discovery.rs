@@ -15,7 +15,6 @@ const GAPS: &[&str] = &[
     "v1 componentstatuses",
     "v1 nodes/proxy",
     "v1 pods/attach",
-    "v1 pods/binding",
     "v1 pods/ephemeralcontainers",
     "v1 pods/eviction",
     "v1 pods/exec",

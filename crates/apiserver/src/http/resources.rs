@@ -352,7 +352,7 @@ async fn resource(
                     let v = app.registry.finalize(name, &obj).await?;
                     Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
                 }
-                Some("binding") if res.subresources.other.contains(&"binding") => {
+                (None, Some("binding")) if res.subresources.other.contains(&"binding") => {
                     binding(app, &method, headers, ns, Some(name), body, info).await
                 }
                 _ => Err(ApiError::NoSuchPath),
