@@ -192,10 +192,26 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
         "{drift:?}"
     );
 
-    // The binary against a real server: install, run, and a sample becomes Ready.
-    let server = Process::start("apiserver", &["--insecure-http"]).await;
+    // examples/my-operator.md: against `kore up`, install with the samples, run, and the
+    // sample Frigate becomes Ready.
+    let walkthrough =
+        std::fs::read_to_string(ws.join("examples/my-operator.md")).expect("the walkthrough");
+    for command in [
+        "kore new demo --kore-path",
+        "kore create api --group ship --version v1 --kind Frigate",
+        "kore up",
+        "cargo run -- install --samples",
+        "cargo run -- run",
+        "kubectl get frigates",
+    ] {
+        assert!(
+            walkthrough.contains(command),
+            "the walkthrough shows `{command}`"
+        );
+    }
+    let server = Process::start("up", &[]).await;
     let kubeconfig = server.kubeconfig.to_str().expect("UTF-8").to_owned();
-    let install = demo(&["install", "--kubeconfig", &kubeconfig]);
+    let install = demo(&["install", "--samples", "--kubeconfig", &kubeconfig]);
     assert!(install.status.success(), "{install:?}");
     let _running = tokio::process::Command::new(&bin)
         .args(["run", "--kubeconfig", &kubeconfig])
@@ -205,26 +221,17 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
         .spawn()
         .expect("demo run starts");
     let client = server.client().await;
-    let sample: serde_json::Value = serde_saphyr::from_str(
-        std::fs::read_to_string(project.join("config/samples/cronjob_v1alpha1.yaml"))
-            .expect("the sample")
-            .trim_start_matches(|c| c != '-')
-            .trim_start_matches("---\n"),
-    )
-    .expect("YAML");
-    let gvk = GroupVersionKind::gvk("infra.example.com", "v1alpha1", "CronJob");
+    let gvk = GroupVersionKind::gvk("ship.example.com", "v1", "Frigate");
     let (resource, _) = kube::discovery::pinned_kind(&client, &gvk)
         .await
         .expect("the CRD is served");
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let object: DynamicObject = serde_json::from_value(sample).expect("an object");
-    api.create(&Default::default(), &object)
-        .await
-        .expect("created");
-    let name = object.metadata.name.clone().expect("a name");
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let current = api.get(&name).await.expect("readable");
+        let current = api
+            .get("frigate-sample-v1")
+            .await
+            .expect("the sample exists");
         let ready = current.data["status"]["conditions"]
             .as_array()
             .into_iter()
