@@ -403,3 +403,57 @@ async fn bad_input_is_refused_with_a_clear_message_and_nothing_written() {
         "upgrade kore",
     );
 }
+
+/// What `cargo package` and crates.io need of the library crates a generated project depends
+/// on (directly or through them): a description, license, repository, readme and keywords,
+/// and no `publish = false`. (`cargo package --no-verify -p kore-workqueue -p kore-apiserver
+/// -p kore-operator -p kore-runtime -p kore-testenv` passes with these; it needs the registry,
+/// so it is not run here.)
+#[tokio::test]
+async fn the_library_crates_carry_what_publishing_needs() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = tokio::process::Command::new(cargo)
+        .current_dir(workspace())
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .output()
+        .await
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    for name in [
+        "kore-apiserver",
+        "kore-workqueue",
+        "kore-runtime",
+        "kore-testenv",
+        "kore-operator",
+    ] {
+        let package = packages
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is a member"));
+        for field in ["description", "license", "repository", "readme"] {
+            assert!(
+                package[field].as_str().is_some_and(|v| !v.is_empty()),
+                "{name} has no {field}"
+            );
+        }
+        assert!(
+            package["keywords"]
+                .as_array()
+                .is_some_and(|k| !k.is_empty() && k.len() <= 5),
+            "{name} needs one to five keywords"
+        );
+        assert_ne!(
+            package["publish"],
+            serde_json::json!([]),
+            "{name} is publishable"
+        );
+    }
+}

@@ -83,10 +83,9 @@ impl Project {
         if project.layout != LAYOUT {
             anyhow::bail!(
                 "{} has layout {:?}, written by kore {}; this kore ({KORE_VERSION}) writes {LAYOUT:?}: \
-                 use kore {} for this project (cargo install kore-cli --version {})",
+                 install kore {} to work on this project",
                 path.display(),
                 project.layout,
-                project.kore_version,
                 project.kore_version,
                 project.kore_version
             );
@@ -94,7 +93,7 @@ impl Project {
         if newer(&project.kore_version, KORE_VERSION) {
             anyhow::bail!(
                 "{} was written by kore {}, newer than this kore ({KORE_VERSION}): upgrade kore \
-                 (cargo install kore-cli --version {})",
+                 to {} or later",
                 path.display(),
                 project.kore_version,
                 project.kore_version
