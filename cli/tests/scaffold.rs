@@ -213,6 +213,24 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
     let kubeconfig = server.kubeconfig.to_str().expect("UTF-8").to_owned();
     let install = demo(&["install", "--samples", "--kubeconfig", &kubeconfig]);
     assert!(install.status.success(), "{install:?}");
+    // The whole of config/, as a cluster would get it, is accepted by the server.
+    assert!(
+        demo(&["manifests"]).status.success(),
+        "the drift is repaired"
+    );
+    if let Some(kubectl) = kore_testenv::kubectl::kubectl_or_skip() {
+        let out = std::process::Command::new(kubectl)
+            .current_dir(&project)
+            .env("KUBECONFIG", &kubeconfig)
+            .args(["apply", "--dry-run=server", "-k", "config/"])
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl apply --dry-run=server -k config/: {}",
+            text(&out)
+        );
+    }
     let _running = tokio::process::Command::new(&bin)
         .args(["run", "--kubeconfig", &kubeconfig])
         .kill_on_drop(true)
