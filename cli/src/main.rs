@@ -5,12 +5,14 @@
 //! - `kore run` runs the operators alone against any cluster (`run.rs`).
 //! - `kore manifests` writes or checks `deploy/` (`manifests.rs`).
 //! - `kore apiserver` starts the API server alone, with every option.
+//! - `kore new` and `kore create api` start an operator project of one's own (`scaffold/`).
 
 mod demo;
 mod install;
 mod manifests;
 mod operators;
 mod run;
+mod scaffold;
 mod up;
 
 use std::net::SocketAddr;
@@ -50,6 +52,11 @@ enum Command {
     Manifests(manifests::ManifestsArgs),
     /// Run the Kubernetes-compatible API server alone.
     Apiserver(ServeArgs),
+    /// Create a Cargo project for an operator of your own.
+    New(scaffold::new::NewArgs),
+    /// Add to a project made by `kore new`.
+    #[command(subcommand)]
+    Create(scaffold::create_api::CreateCommand),
 }
 
 /// Where and how the API server serves.
@@ -167,6 +174,8 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Manifests(args) => manifests::manifests(&args),
             Command::Apiserver(args) => serve(args).await,
+            Command::New(args) => scaffold::new::new(&args),
+            Command::Create(command) => scaffold::create_api::create(&command),
         }
     });
     match result {
