@@ -68,7 +68,10 @@ pub fn check_name(rule: NameRule, name: &str) -> Vec<String> {
             if name.len() > 63 {
                 why.push("must be no more than 63 characters".to_string());
             }
-            if !is_dns_label(&name[..name.len().min(63)]) || name.contains('.') {
+            // The first 63 bytes, or the whole name when byte 63 falls inside a character
+            // (such a name is not a label anyway: labels are ASCII).
+            let head = name.get(..name.len().min(63)).unwrap_or(name);
+            if !is_dns_label(head) || name.contains('.') {
                 why.push(LABEL_FMT.to_string());
             }
         }

@@ -90,3 +90,12 @@ fn owner_references_need_their_fields_and_one_controller_at_most() {
         ]
     );
 }
+
+#[test]
+fn a_long_label_name_with_a_multibyte_character_is_refused_not_a_panic() {
+    // Byte 63 falls inside the two-byte `é`: the check must not slice through it.
+    let name = format!("{}é", "a".repeat(62));
+    let why = check_name(NameRule::Label, &name);
+    assert!(why.iter().any(|w| w.contains("no more than 63")), "{why:?}");
+    assert!(why.iter().any(|w| w.contains("RFC 1123")), "{why:?}");
+}
