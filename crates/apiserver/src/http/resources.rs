@@ -127,11 +127,18 @@ fn options(info: &request::RequestInfo) -> Result<&Options, ApiError> {
     info.options.as_ref().map_err(Clone::clone)
 }
 
+/// The verb's options are parsed once, at the edge, from the same method and path that route
+/// the request here; a handler asking for another verb's options is a bug, not a request to
+/// parse the query again.
+fn other_verb(info: &request::RequestInfo) -> ApiError {
+    ApiError::Internal(format!("no such options for a {} request", info.verb))
+}
+
 /// The list options of a `list`, `watch` or `deletecollection`.
 fn list_params(info: &request::RequestInfo) -> Result<ListParams, ApiError> {
     match options(info)? {
         Options::List(params) | Options::DeleteCollection(params, _) => Ok(params.clone()),
-        _ => ListParams::from_query(&info.query),
+        _ => Err(other_verb(info)),
     }
 }
 
@@ -143,7 +150,7 @@ fn write_options_of(
     let mut opts = match options(info)? {
         Options::Write(opts) => opts.clone(),
         Options::Patch(p) => p.write.clone(),
-        _ => WriteOptions::from_query(&info.query)?,
+        _ => return Err(other_verb(info)),
     };
     opts.user = user.cloned();
     Ok(opts)
@@ -153,7 +160,7 @@ fn write_options_of(
 fn delete_query(info: &request::RequestInfo) -> Result<DeleteQuery, ApiError> {
     match options(info)? {
         Options::Delete(q) | Options::DeleteCollection(_, q) => Ok(q.clone()),
-        _ => Ok(DeleteQuery::from_query(&info.query)),
+        _ => Err(other_verb(info)),
     }
 }
 
@@ -393,7 +400,7 @@ async fn object(
                 force,
             } = match options(info)? {
                 Options::Patch(p) => p.clone(),
-                _ => return Err(ApiError::Internal("a PATCH without patch options".into())),
+                _ => return Err(other_verb(info)),
             };
             opts.user = user;
             // The content type first: `force` is allowed only with an apply patch (kubectl
