@@ -1,0 +1,119 @@
+//! Answers shaped as Kubernetes shapes them, each found by a real client's test suite
+//! (issue 12): the status codes and events a client sees for the same request.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kore_testenv::TestEnv;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn cm(value: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(value).expect("a ConfigMap")
+}
+
+fn api_status(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_resource_version_on_create_is_refused_after_validation_and_not_in_a_dry_run() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+
+    // Dry run: Kubernetes' dry-run storage only checks that the name is free.
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = cms
+        .create(
+            &dry,
+            &cm(json!({"metadata": {"name": "a", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect("a dry-run create with a resourceVersion is answered 201");
+    assert_eq!(answered.metadata.name.as_deref(), Some("a"));
+    assert!(
+        cms.get_opt("a").await.expect("get").is_none(),
+        "nothing stored"
+    );
+
+    // An invalid object is a 422 whether or not it carries a resourceVersion.
+    let invalid = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "Not_Valid", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect_err("invalid name");
+    let status = api_status(invalid);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+
+    // A valid object with a resourceVersion is refused by storage, as in Kubernetes.
+    let refused = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "b", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect_err("resourceVersion set");
+    let status = api_status(refused);
+    assert_eq!(status.code, 500);
+    assert!(
+        status.message.contains("resourceVersion should not be set"),
+        "{}",
+        status.message
+    );
+    assert!(cms.get_opt("b").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn a_watch_from_before_the_server_started_is_told_it_expired() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "c"}})),
+        )
+        .await
+        .expect("create");
+    let rv: u64 = created
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion");
+
+    // From "1": the server's own start-up writes came before its history starts.
+    let mut stream = cms
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("watch")
+        .boxed();
+    match stream.try_next().await.expect("an event") {
+        Some(WatchEvent::Error(e)) => {
+            assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+            assert!(
+                e.message.starts_with("too old resource version: 1 ("),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+
+    // From a revision written after the start, the change is replayed.
+    let mut stream = cms
+        .watch(&WatchParams::default(), &(rv - 1).to_string())
+        .await
+        .expect("watch")
+        .boxed();
+    match stream.try_next().await.expect("an event") {
+        Some(WatchEvent::Added(got)) => assert_eq!(got.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected the ADDED event of c, got {other:?}"),
+    }
+}
