@@ -117,3 +117,132 @@ async fn a_watch_from_before_the_server_started_is_told_it_expired() {
         other => panic!("expected the ADDED event of c, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn deleting_a_kind_whose_storage_returns_the_object_answers_with_it() {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+    use kube::api::DeleteParams;
+    let env = TestEnv::start().await.expect("start");
+    let services: Api<Service> = Api::default_namespaced(env.client());
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"ports": [{"port": 80}]}
+            }))
+            .expect("a Service"),
+        )
+        .await
+        .expect("create");
+    let answer = services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleted = answer.left().expect("the deleted Service, not a Status");
+    assert_eq!(deleted.metadata.name.as_deref(), Some("web"));
+
+    let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(env.client());
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}
+            }))
+            .expect("a PVC"),
+        )
+        .await
+        .expect("create");
+    let answer = claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(answer.is_left(), "the deleted claim, not a Status");
+
+    // A ConfigMap's storage answers with a Status.
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    let answer = cms
+        .delete("c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(answer.is_right(), "a Success Status");
+}
+
+#[tokio::test]
+async fn a_json_patch_may_not_move_an_object_to_another_namespace() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    let patch = json!([
+        {"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}
+    ]);
+    let request = http::Request::patch("/api/v1/namespaces/default/configmaps/c")
+        .header("content-type", "application/json-patch+json")
+        .body(patch.to_string().into_bytes())
+        .expect("a request");
+    let refused = client
+        .request::<ConfigMap>(request)
+        .await
+        .expect_err("the namespace may not change");
+    let status = api_status(refused);
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        status.message.contains("does not match the namespace"),
+        "{}",
+        status.message
+    );
+    let kept = cms.get("c").await.expect("still in default");
+    assert_eq!(kept.metadata.namespace.as_deref(), Some("default"));
+}
+
+#[tokio::test]
+async fn every_json_answer_ends_with_a_newline() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    for path in [
+        "/api/v1/namespaces/default/configmaps/c",
+        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/configmaps/missing",
+        "/api",
+        "/apis",
+    ] {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a request");
+        let response = client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .expect("an answer");
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("the body")
+            .to_bytes();
+        assert_eq!(body.last(), Some(&b'\n'), "{path}");
+        assert_ne!(
+            body.get(body.len().saturating_sub(2)),
+            Some(&b'\n'),
+            "{path}"
+        );
+    }
+}

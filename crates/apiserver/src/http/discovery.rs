@@ -225,7 +225,9 @@ fn api_group(group: &str, versions: &[(String, Vec<Arc<Resource>>)]) -> Value {
 }
 
 fn respond(body: Value, content_type: &'static str, headers: &HeaderMap) -> Response {
-    let bytes = Bytes::from(body.to_string());
+    let mut text = body.to_string();
+    text.push('\n');
+    let bytes = Bytes::from(text);
     let etag = format!("\"{:x}\"", sha2::Sha512::digest(&bytes));
     let matches = headers
         .get(header::IF_NONE_MATCH)

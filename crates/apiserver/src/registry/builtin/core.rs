@@ -246,6 +246,10 @@ impl Strategy for ServiceStrategy {
         decode_typed::<core::Service>(obj)
     }
 
+    fn returns_object_on_delete(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
     }

@@ -26,6 +26,7 @@ pub(super) struct Typed<T> {
     validate: Checks,
     validate_update: Option<UpdateChecks>,
     field_labels: &'static [&'static str],
+    returns_object: bool,
     kind: PhantomData<fn() -> T>,
 }
 
@@ -45,6 +46,7 @@ impl<T> Typed<T> {
             validate: no_checks,
             validate_update: None,
             field_labels: &[],
+            returns_object: false,
             kind: PhantomData,
         }
     }
@@ -85,6 +87,13 @@ impl<T> Typed<T> {
         self.field_labels = labels;
         self
     }
+
+    /// A completed delete answers with the deleted object, not a `Status` (Kubernetes'
+    /// `ReturnDeletedObject` of the kind's storage).
+    pub(super) fn returns_object_on_delete(mut self) -> Self {
+        self.returns_object = true;
+        self
+    }
 }
 
 impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
@@ -121,6 +130,10 @@ impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
 
     fn field_labels(&self) -> &'static [&'static str] {
         self.field_labels
+    }
+
+    fn returns_object_on_delete(&self) -> bool {
+        self.returns_object
     }
 }
 
