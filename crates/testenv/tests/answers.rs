@@ -246,3 +246,60 @@ async fn every_json_answer_ends_with_a_newline() {
         );
     }
 }
+
+#[tokio::test]
+async fn events_v1_lists_select_by_their_own_field_names() {
+    use kube::api::{DynamicObject, ListParams};
+    let env = TestEnv::start().await.expect("start");
+    let v1 = kube::discovery::ApiResource {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "events.k8s.io/v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let events: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &v1);
+    for (name, pod, reason, controller) in [
+        ("e1", "p1", "Started", "kubelet"),
+        ("e2", "p2", "Killing", "kubelet"),
+        ("e3", "p1", "Scheduled", "default-scheduler"),
+    ] {
+        let ev: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reason": reason, "action": "Act",
+            "reportingController": controller, "reportingInstance": "i", "type": "Normal",
+            "regarding": {"kind": "Pod", "name": pod, "namespace": "default"}
+        }))
+        .expect("an event");
+        events
+            .create(&PostParams::default(), &ev)
+            .await
+            .expect("create");
+    }
+    let names = |list: kube::core::ObjectList<DynamicObject>| {
+        let mut n: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|e| e.metadata.name)
+            .collect();
+        n.sort();
+        n
+    };
+    for (selector, expected) in [
+        ("regarding.name=p1", vec!["e1", "e3"]),
+        ("regarding.kind=Pod,reason=Killing", vec!["e2"]),
+        ("reportingController=default-scheduler", vec!["e3"]),
+        ("type=Normal,regarding.name!=p1", vec!["e2"]),
+    ] {
+        let got = events
+            .list(&ListParams::default().fields(selector))
+            .await
+            .expect(selector);
+        assert_eq!(names(got), expected, "{selector}");
+    }
+    let refused = events
+        .list(&ListParams::default().fields("involvedObject.name=p1"))
+        .await
+        .expect_err("core names are not events.k8s.io/v1's");
+    assert_eq!(api_status(refused).code, 400);
+}
