@@ -214,6 +214,17 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
         "{drift:?}"
     );
 
+    // The walkthrough's manifests for a registry's image, in another directory.
+    let image = "registry.example.com/demo:0.1.0";
+    let other = demo(&["manifests", "--image", image, "--out", "deploy"]);
+    assert!(other.status.success(), "{other:?}");
+    let deployment = std::fs::read_to_string(project.join("deploy/manager/deployment.yaml"))
+        .expect("the deployment");
+    assert!(
+        deployment.contains(&format!("image: {image}")),
+        "{deployment}"
+    );
+
     // examples/my-operator.md: against `kore up`, install with the samples, run, and the
     // sample Frigate becomes Ready.
     let walkthrough =
@@ -225,7 +236,9 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
         "cargo run -- install --samples",
         "cargo run -- run",
         "kubectl get frigates",
-        "docker build -t demo:0.1.0 .",
+        "docker build -t registry.example.com/demo:0.1.0 .",
+        "cargo run -- manifests --image registry.example.com/demo:0.1.0 --out deploy",
+        "kubectl apply -k deploy/",
     ] {
         assert!(
             walkthrough.contains(command),
