@@ -89,6 +89,14 @@ impl Project {
              `kore new` and move your code into it",
             path.display()
         );
+        if project.layout != LAYOUT && project.kore_version.is_empty() {
+            anyhow::bail!(
+                "{} has layout {:?} and records no kore version; this kore ({KORE_VERSION}) \
+                 writes {LAYOUT:?}: work on this project with the kore that made it",
+                path.display(),
+                project.layout,
+            );
+        }
         if project.layout != LAYOUT {
             anyhow::bail!(
                 "{} has layout {:?}, written by kore {}; this kore ({KORE_VERSION}) writes {LAYOUT:?}: \
@@ -408,6 +416,40 @@ mod tests {
         assert!(check_domain("example.com").is_ok());
         assert!(check_domain("example").is_err());
         assert!(check_domain("Example.com").is_err());
+    }
+
+    #[test]
+    fn a_project_file_is_read_or_refused_saying_what_to_do() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let read = |text: &str| {
+            std::fs::write(tmp.path().join(Project::FILE), text).expect("written");
+            Project::read(tmp.path()).map_err(|e| format!("{e:#}"))
+        };
+        let body = "name: demo\ndomain: example.com\napis: []\n";
+        let project = read(&format!("layout: {LAYOUT}\n{body}")).expect("no version is fine");
+        assert_eq!(project.kore_version, "");
+        let older = read(&format!("layout: {LAYOUT}\nkoreVersion: \"0.0.1\"\n{body}"));
+        assert_eq!(older.expect("older is fine").kore_version, "0.0.1");
+        let refused = [
+            (
+                format!("layout: {LAYOUT}\nkoreVersion: \"99.0.0\"\n{body}"),
+                "upgrade kore to 99.0.0 or later",
+            ),
+            (
+                format!("layout: kore/v9\nkoreVersion: \"0.9.0\"\n{body}"),
+                "install kore 0.9.0",
+            ),
+            (
+                format!("layout: kore/v9\n{body}"),
+                "records no kore version",
+            ),
+            (body.to_owned(), "records no layout"),
+            ("layout: [".to_owned(), "not a valid kore PROJECT file"),
+        ];
+        for (text, expected) in refused {
+            let err = read(&text).expect_err(&text);
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]
