@@ -98,6 +98,10 @@ fn legacy_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     e["kind"] = json!("TokenRequest");
                     e["verbs"] = json!(["create"]);
                 }
+                SubKind::Connect(kind, verbs) => {
+                    e["kind"] = json!(kind);
+                    e["verbs"] = json!(verbs);
+                }
                 SubKind::Scale => {
                     e["group"] = json!("autoscaling");
                     e["version"] = json!("v1");
@@ -116,6 +120,8 @@ enum SubKind {
     Scale,
     /// `serviceaccounts/token`: answers with an authentication.k8s.io TokenRequest.
     Token,
+    /// A connect subresource of a pod or node, whose kind is its options (`PodExecOptions`).
+    Connect(String, Vec<&'static str>),
 }
 
 fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
@@ -124,6 +130,29 @@ fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
         if *other == "token" {
             subs.push(("token", SubKind::Token));
             continue;
+        }
+        let connect = |kind: String, verbs: &[&'static str]| SubKind::Connect(kind, verbs.to_vec());
+        match *other {
+            "log" => {
+                subs.push(("log", SubKind::Same(vec!["get"])));
+                continue;
+            }
+            "exec" | "attach" | "portforward" => {
+                let kind = match *other {
+                    "exec" => "PodExecOptions",
+                    "attach" => "PodAttachOptions",
+                    _ => "PodPortForwardOptions",
+                };
+                subs.push((*other, connect(kind.into(), &["create", "get"])));
+                continue;
+            }
+            "proxy" => {
+                let kind = format!("{}ProxyOptions", r.kind);
+                let verbs = ["create", "delete", "get", "patch", "update"];
+                subs.push(("proxy", connect(kind, &verbs)));
+                continue;
+            }
+            _ => {}
         }
         let verbs = match *other {
             "finalize" => vec!["update"],
@@ -177,6 +206,9 @@ fn aggregated_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     SubKind::Token => json!({"subresource": sub,
                         "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
                         "verbs": ["create"]}),
+                    SubKind::Connect(kind, verbs) => json!({"subresource": sub,
+                        "responseKind": {"group": r.group, "version": r.version, "kind": kind},
+                        "verbs": verbs}),
                     SubKind::Scale => json!({"subresource": sub,
                         "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                         "verbs": SUBRESOURCE_VERBS}),

@@ -30,6 +30,7 @@
 pub(crate) mod authz;
 pub mod discovery;
 pub mod error;
+mod kubelet;
 pub mod negotiate;
 pub mod openapi;
 pub(crate) mod protobuf;

@@ -362,6 +362,11 @@ async fn resource(
                 (None, Some("binding")) if res.subresources.other.contains(&"binding") => {
                     binding(app, &method, headers, ns, Some(name), body, info).await
                 }
+                (None, Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy")))
+                    if res.subresources.other.contains(&sub) =>
+                {
+                    super::kubelet::serve(app, &method, &res, (ns, name, sub), &info.query).await
+                }
                 _ => Err(ApiError::NoSuchPath),
             }
         }

@@ -174,10 +174,14 @@ pub fn resources() -> Vec<Resource> {
             d.other_subresources = &["finalize"];
             d
         },
-        Def::new("", "Node", "nodes", Arc::new(nodes::NodeStrategy))
-            .cluster()
-            .short(&["no"])
-            .with_status(),
+        {
+            let mut d = Def::new("", "Node", "nodes", Arc::new(nodes::NodeStrategy))
+                .cluster()
+                .short(&["no"])
+                .with_status();
+            d.other_subresources = &["proxy"];
+            d
+        },
         Def::new(
             "",
             "PersistentVolumeClaim",
@@ -200,7 +204,7 @@ pub fn resources() -> Vec<Resource> {
                 .short(&["po"])
                 .in_all()
                 .with_status();
-            d.other_subresources = &["binding"];
+            d.other_subresources = &["binding", "log", "exec", "attach", "portforward", "proxy"];
             d
         },
         Def::new(

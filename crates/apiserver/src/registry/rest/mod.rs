@@ -26,6 +26,7 @@ mod delete;
 mod delete_collection;
 mod finalize;
 mod get;
+pub mod kubelet;
 pub mod options;
 mod patch;
 mod scale;

@@ -70,7 +70,12 @@ impl Registry {
                     Update::Abort
                 }
                 Ok(new) => {
-                    let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+                    // A pod in its grace period waits for its kubelet's delete.
+                    let deleting = new.pointer("/metadata/deletionTimestamp").is_some()
+                        && new
+                            .pointer("/metadata/deletionGracePeriodSeconds")
+                            .and_then(Value::as_i64)
+                            .is_none_or(|g| g <= 0);
                     let no_finalizers = new
                         .pointer("/metadata/finalizers")
                         .and_then(Value::as_array)
