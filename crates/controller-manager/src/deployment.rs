@@ -1,0 +1,4 @@
+//! The Deployment controller.
+
+/// The controller's name.
+pub const NAME: &str = "deployment-controller";
