@@ -24,7 +24,7 @@ pub mod selector;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::LeaseConfig;
@@ -250,6 +250,31 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(replicaset::NAME);
+        }
+        if self.options.is_enabled(deployment::NAME) {
+            let deployments = manager
+                .informers()
+                .get::<Deployment>(InformerConfig::default());
+            add_indexes(&deployments);
+            let builder = Controller::for_::<Deployment>(manager.informers())
+                .named(deployment::NAME)
+                .owns::<ReplicaSet>()
+                .watches::<ReplicaSet>(deployment::orphan_mapper(deployments.store()))
+                .watches::<Pod>(deployment::pod_mapper(
+                    deployments.store(),
+                    caches.replicasets.store(),
+                ))
+                .max_concurrent_reconciles(self.options.concurrent_deployment_syncs)
+                .metrics(metrics.clone());
+            let reconciler = deployment::DeploymentReconciler::new(
+                client.clone(),
+                CachedClient::new(client.clone(), deployments),
+                CachedClient::new(client.clone(), caches.replicasets.clone()),
+                caches.pods.store(),
+                recorder(&client, deployment::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(deployment::NAME);
         }
         started
     }

@@ -224,3 +224,21 @@ pub(crate) fn names(pods: &[Pod]) -> Vec<String> {
     n.sort();
     n
 }
+
+/// Waits until `check` holds (polling; a bound for a hung test, not a timing assertion).
+pub(crate) async fn wait_until(check: impl Fn() -> bool) -> anyhow::Result<()> {
+    wait_for(WAIT, || {
+        let ok = check();
+        async move { ok.then_some(()) }
+    })
+    .await
+}
+
+/// Waits until `check` returns `Some`.
+pub(crate) async fn wait_for_value<T, F, Fut>(check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    wait_for(WAIT, check).await
+}
