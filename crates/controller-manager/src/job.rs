@@ -1,0 +1,4 @@
+//! The Job controller.
+
+/// The controller's name.
+pub const NAME: &str = "job-controller";
