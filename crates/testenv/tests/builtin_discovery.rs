@@ -26,10 +26,6 @@ const GAPS: &[&str] = &[
     "apiregistration.k8s.io/v1 apiservices",
     "apiregistration.k8s.io/v1 apiservices/status",
     "authorization.k8s.io/v1 localsubjectaccessreviews",
-    "autoscaling/v2 horizontalpodautoscalers",
-    "autoscaling/v2 horizontalpodautoscalers/status",
-    "autoscaling/v1 horizontalpodautoscalers",
-    "autoscaling/v1 horizontalpodautoscalers/status",
     "certificates.k8s.io/v1 certificatesigningrequests/approval",
 ];
 

@@ -5,6 +5,7 @@
 //! decoded, defaulted, validated, stored and watched.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod core;
@@ -22,6 +23,8 @@ use std::sync::Arc;
 
 use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;
+
+pub(crate) use autoscaling::v2_form as hpa_v2_form;
 
 struct Def {
     group: &'static str,
@@ -528,6 +531,7 @@ pub fn resources() -> Vec<Resource> {
         ),
     ];
     let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    out.extend(autoscaling::resources());
     out.extend(reviews());
     out
 }
