@@ -16,7 +16,6 @@ const GAPS: &[&str] = &[
     "v1 nodes/proxy",
     "v1 pods/attach",
     "v1 pods/ephemeralcontainers",
-    "v1 pods/eviction",
     "v1 pods/exec",
     "v1 pods/log",
     "v1 pods/portforward",

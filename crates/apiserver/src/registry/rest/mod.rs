@@ -14,6 +14,7 @@
 //! - `scale`: the `scale` subresource, an `autoscaling/v1` `Scale` view of the replicas.
 //! - `finalize`: the namespace `finalize` subresource.
 //! - `binding`: the `pods/binding` subresource and the `bindings` resource.
+//! - `eviction`: the `pods/eviction` subresource, which honours PodDisruptionBudgets.
 //! - `validate`: the checks every write shares.
 //!
 //! This file holds the small helpers the verbs share.
@@ -24,6 +25,7 @@ mod create;
 mod decode;
 mod delete;
 mod delete_collection;
+mod eviction;
 mod finalize;
 mod get;
 pub mod options;
