@@ -333,6 +333,12 @@ async fn resource(
             let part = match sub {
                 None => Some(Part::Main),
                 Some("status") if res.subresources.status => Some(Part::Status),
+                Some("ephemeralcontainers")
+                    if res.subresources.other.contains(&"ephemeralcontainers") =>
+                {
+                    Some(Part::EphemeralContainers)
+                }
+                Some("resize") if res.subresources.other.contains(&"resize") => Some(Part::Resize),
                 _ => None,
             };
             match (part, sub) {

@@ -203,7 +203,7 @@ pub fn resources() -> Vec<Resource> {
                 .short(&["po"])
                 .in_all()
                 .with_status();
-            d.other_subresources = &["binding", "eviction"];
+            d.other_subresources = &["binding", "ephemeralcontainers", "eviction", "resize"];
             d
         },
         Def::new(

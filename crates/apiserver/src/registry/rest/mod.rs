@@ -15,6 +15,8 @@
 //! - `finalize`: the namespace `finalize` subresource.
 //! - `binding`: the `pods/binding` subresource and the `bindings` resource.
 //! - `eviction`: the `pods/eviction` subresource, which honours PodDisruptionBudgets.
+//! - `ephemeral`, `resize`: the pod subresources that change only `spec.ephemeralContainers`,
+//!   or only the containers' resources (a [`Part`] each).
 //! - `validate`: the checks every write shares.
 //!
 //! This file holds the small helpers the verbs share.
@@ -25,11 +27,13 @@ mod create;
 mod decode;
 mod delete;
 mod delete_collection;
+mod ephemeral;
 mod eviction;
 mod finalize;
 mod get;
 pub mod options;
 mod patch;
+mod resize;
 mod scale;
 mod update;
 mod validate;
