@@ -102,6 +102,14 @@ fn legacy_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     e["kind"] = json!(kind);
                     e["verbs"] = json!(verbs);
                 }
+                SubKind::Other(group, version, kind, verbs) => {
+                    if !group.is_empty() {
+                        e["group"] = json!(group);
+                        e["version"] = json!(version);
+                    }
+                    e["kind"] = json!(kind);
+                    e["verbs"] = json!(verbs);
+                }
                 SubKind::Scale => {
                     e["group"] = json!("autoscaling");
                     e["version"] = json!("v1");
@@ -122,6 +130,18 @@ enum SubKind {
     Token,
     /// A connect subresource of a pod or node, whose kind is its options (`PodExecOptions`).
     Connect(String, Vec<&'static str>),
+    /// A subresource of another kind (group, version, kind) and its verbs: `pods/eviction`
+    /// takes a policy/v1 Eviction.
+    Other(&'static str, &'static str, &'static str, Vec<&'static str>),
+}
+
+/// The subresources whose kind is not their resource's.
+fn other_kind(sub: &str) -> Option<SubKind> {
+    match sub {
+        "eviction" => Some(SubKind::Other("policy", "v1", "Eviction", vec!["create"])),
+        "binding" => Some(SubKind::Other("", "v1", "Binding", vec!["create"])),
+        _ => None,
+    }
 }
 
 fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
@@ -129,6 +149,10 @@ fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
     for other in &r.subresources.other {
         if *other == "token" {
             subs.push(("token", SubKind::Token));
+            continue;
+        }
+        if let Some(kind) = other_kind(other) {
+            subs.push((*other, kind));
             continue;
         }
         let connect = |kind: String, verbs: &[&'static str]| SubKind::Connect(kind, verbs.to_vec());
@@ -208,6 +232,9 @@ fn aggregated_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                         "verbs": ["create"]}),
                     SubKind::Connect(kind, verbs) => json!({"subresource": sub,
                         "responseKind": {"group": r.group, "version": r.version, "kind": kind},
+                        "verbs": verbs}),
+                    SubKind::Other(group, version, kind, verbs) => json!({"subresource": sub,
+                        "responseKind": {"group": group, "version": version, "kind": kind},
                         "verbs": verbs}),
                     SubKind::Scale => json!({"subresource": sub,
                         "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},

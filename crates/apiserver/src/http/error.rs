@@ -16,6 +16,14 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        if let ApiError::TooManyRequestsBecause {
+            retry_after_seconds: n @ 1..,
+            ..
+        } = self
+            && let Ok(v) = HeaderValue::from_str(&n.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         resp
     }
 }

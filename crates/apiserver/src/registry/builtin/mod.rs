@@ -5,6 +5,7 @@
 //! decoded, defaulted, validated, stored and watched.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod core;
@@ -22,6 +23,8 @@ use std::sync::Arc;
 
 use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;
+
+pub(crate) use autoscaling::v2_form as hpa_v2_form;
 
 struct Def {
     group: &'static str,
@@ -204,7 +207,17 @@ pub fn resources() -> Vec<Resource> {
                 .short(&["po"])
                 .in_all()
                 .with_status();
-            d.other_subresources = &["binding", "log", "exec", "attach", "portforward", "proxy"];
+            d.other_subresources = &[
+                "binding",
+                "ephemeralcontainers",
+                "eviction",
+                "resize",
+                "log",
+                "exec",
+                "attach",
+                "portforward",
+                "proxy",
+            ];
             d
         },
         Def::new(
@@ -532,6 +545,7 @@ pub fn resources() -> Vec<Resource> {
         ),
     ];
     let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    out.extend(autoscaling::resources());
     out.extend(reviews());
     out
 }
