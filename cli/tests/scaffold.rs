@@ -558,6 +558,29 @@ async fn bad_input_is_refused_with_a_clear_message_and_nothing_written() {
         "Cargo.toml asks for this kore's crates: {}",
         text(&out)
     );
+
+    // A kind named like one of the project's own files gets files of its own.
+    let operator_test = std::fs::read(project.join("tests/operator.rs")).expect("the test");
+    let out = run_kore(
+        &project,
+        &[
+            "create",
+            "api",
+            "--group",
+            "ship",
+            "--version",
+            "v1",
+            "--kind",
+            "Operator",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(project.join("tests/operator.rs")).expect("the test"),
+        operator_test
+    );
+    assert!(project.join("tests/operator_controller.rs").is_file());
 }
 
 /// A directory that cannot be written is refused with the path and the reason, and nothing

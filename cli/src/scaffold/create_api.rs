@@ -2,9 +2,10 @@
 //! a project made by `kore new`.
 //!
 //! A new kind gets its type (`src/api/<kind>/<version>.rs`), its controller
-//! (`src/controllers/<kind>.rs`) and a test (`tests/<kind>.rs`); a new version of a kind
-//! gets only its type, and the kind's CRD becomes multi-version (the first version stays the
-//! stored one, and the controller keeps reconciling it). The `mod.rs` files that list the
+//! (`src/controllers/<kind>.rs`) and a test (`tests/<kind>_controller.rs`, a name no kind's
+//! test shares with the project's own `tests/operator.rs`); a new version of a kind gets only
+//! its type, and the kind's CRD becomes multi-version (the first version stays the stored
+//! one, and the controller keeps reconciling it). The `mod.rs` files that list the
 //! kinds are rewritten from the `PROJECT` file each time; the other files are the user's and
 //! are never overwritten.
 
@@ -310,7 +311,7 @@ fn user_files(project: &Project, api: &Api, new_kind: bool) -> Vec<(PathBuf, Str
             render(t::CONTROLLER_RS, &values),
         ));
         out.push((
-            PathBuf::from(format!("tests/{module}.rs")),
+            PathBuf::from(format!("tests/{module}_controller.rs")),
             render(t::TEST_RS, &values),
         ));
     }

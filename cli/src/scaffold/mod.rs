@@ -212,8 +212,8 @@ fn stage_and_rename(
         let path = root.join(path);
         let dir = path.parent().unwrap_or(root);
         create_dirs(dir, created)?;
-        let mut temp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot write into {}", dir.display()))?;
+        let mut temp =
+            temp_file_in(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
         std::io::Write::write_all(&mut temp, contents.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         staged.push((temp, path));
@@ -244,6 +244,18 @@ fn stage_and_rename(
         }
     }
     Ok(())
+}
+
+/// A temporary file in `dir` that becomes an ordinary file of the project: readable as any
+/// file the user creates (mode 0666 less the umask), not the private 0600 of a temporary file.
+fn temp_file_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(dir)
 }
 
 /// Creates `dir` and its missing parents, adding each one made to `created`.
@@ -523,6 +535,21 @@ mod tests {
         .expect_err("busy is a directory");
         assert!(format!("{err:#}").contains("cannot write"), "{err:#}");
         assert_eq!(tree(root), before, "PROJECT is put back, fresh.txt removed");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_get_the_mode_of_any_file_the_user_creates() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let mode = |p: &Path| std::fs::metadata(p).expect("exists").permissions().mode() & 0o777;
+        std::fs::write(tmp.path().join("plain"), "").expect("written");
+        write_all(tmp.path(), &[(PathBuf::from("README.md"), "x".to_owned())]).expect("writes");
+        assert_eq!(
+            mode(&tmp.path().join("README.md")),
+            mode(&tmp.path().join("plain")),
+            "0666 less the umask, as std::fs::write makes it"
+        );
     }
 
     #[test]
