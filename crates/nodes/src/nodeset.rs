@@ -113,7 +113,11 @@ impl NodeSet {
         let name = format!("{}-{index}", self.config.name_prefix);
         let node = node_object(&self.config, &name, index);
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let created = nodes.create(&PostParams::default(), &node).await?;
+        // A node left by an earlier run is taken over (its Lease renewed again).
+        let created = match nodes.create(&PostParams::default(), &node).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => nodes.get(&name).await?,
+            other => other?,
+        };
         let status = json!({"status": node_status(&self.config, &name, index)});
         nodes
             .patch_status(

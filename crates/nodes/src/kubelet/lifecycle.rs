@@ -458,8 +458,24 @@ fn condition_since(pod: &Pod, ty: &str) -> Option<Timestamp> {
         .map(|t| t.0)
 }
 
+/// What the kubelet remembers of a pod beyond its status: the exact times of its own writes
+/// (the status holds them to the second only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// When it wrote the pod acknowledged.
+    pub acknowledged: Option<Timestamp>,
+    /// When it wrote the containers running.
+    pub started: Option<Timestamp>,
+}
+
 /// What the kubelet does next for `pod` (bound to its node), at `now`.
-pub fn next_step(pod: &Pod, at: &Placement, config: &KubeletConfig, now: Timestamp) -> Step {
+pub fn next_step(
+    pod: &Pod,
+    at: &Placement,
+    config: &KubeletConfig,
+    now: Timestamp,
+    memory: Memory,
+) -> Step {
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
     let terminal = matches!(phase, "Succeeded" | "Failed");
@@ -493,7 +509,10 @@ pub fn next_step(pod: &Pod, at: &Placement, config: &KubeletConfig, now: Timesta
     }
     if phase == "Pending" {
         // The sandbox is made start_delay after the pod was acknowledged.
-        let since = condition_since(pod, "PodReadyToStartContainers").unwrap_or(now);
+        let since = memory
+            .acknowledged
+            .or_else(|| condition_since(pod, "PodReadyToStartContainers"))
+            .unwrap_or(now);
         if let Some(left) = remaining(config.start_delay, since, now) {
             return Step::Wait(left);
         }
@@ -502,7 +521,7 @@ pub fn next_step(pod: &Pod, at: &Placement, config: &KubeletConfig, now: Timesta
         return Step::Write(write, min_opt(next, finish));
     }
     // Running.
-    let started = started_at(pod).unwrap_or(now);
+    let started = memory.started.or_else(|| started_at(pod)).unwrap_or(now);
     if let Some(run) = run_time(pod, config) {
         match remaining(run, started, now) {
             None => {
@@ -547,4 +566,99 @@ fn readiness_changed(pod: &Pod, started: Timestamp, now: Timestamp) -> bool {
         let want = remaining(ready_delay(c), started, now).is_none();
         status_of(statuses, &c.name).is_none_or(|s| s.ready != want)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: Value) -> Pod {
+        serde_json::from_value(v).expect("pod")
+    }
+
+    fn at() -> Placement {
+        Placement {
+            host_ip: "10.0.0.1".into(),
+            pod_ip: String::new(),
+        }
+    }
+
+    fn bare(status: Value) -> Pod {
+        pod(json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"nodeName": "n", "containers": [{"name": "web", "image": "nginx",
+                "readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 5}}]},
+            "status": status,
+        }))
+    }
+
+    #[test]
+    fn a_new_pod_is_acknowledged_then_runs_then_turns_ready() {
+        let config = KubeletConfig::default();
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let Step::Write(ack, _) = next_step(
+            &bare(json!({"phase": "Pending"})),
+            &at(),
+            &config,
+            t0,
+            Memory::default(),
+        ) else {
+            panic!("acknowledged first")
+        };
+        assert_eq!(ack["phase"], "Pending");
+        assert_eq!(
+            ack["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
+        let Step::Write(run, next) = next_step(&bare(ack), &at(), &config, t0, Memory::default())
+        else {
+            panic!("then running")
+        };
+        assert_eq!(run["phase"], "Running");
+        assert_eq!(run["containerStatuses"][0]["ready"], false);
+        assert_eq!(next, Some(Duration::from_secs(5)));
+        let later = t0 + SignedDuration::from_secs(5);
+        let Step::Write(ready, _) =
+            next_step(&bare(run.clone()), &at(), &config, later, Memory::default())
+        else {
+            panic!("then ready")
+        };
+        assert_eq!(ready["containerStatuses"][0]["ready"], true);
+        assert_eq!(ready["conditions"][2]["type"], "Ready");
+        assert_eq!(ready["conditions"][2]["status"], "True");
+        // Ready and running: nothing more to write.
+        assert_eq!(
+            next_step(&bare(ready), &at(), &config, later, Memory::default()),
+            Step::Nothing
+        );
+    }
+
+    #[test]
+    fn a_deleted_pod_that_never_started_goes_at_once() {
+        let mut p = bare(json!({"phase": "Pending", "hostIP": "10.0.0.1"}));
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Timestamp::now(),
+        ));
+        p.metadata.deletion_grace_period_seconds = Some(30);
+        assert_eq!(
+            next_step(
+                &p,
+                &at(),
+                &KubeletConfig::default(),
+                Timestamp::now(),
+                Memory::default()
+            ),
+            Step::Delete
+        );
+    }
+
+    #[test]
+    fn durations_read_like_kubectl_flags() {
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("soon"), None);
+    }
 }

@@ -20,7 +20,7 @@ use kore_runtime::{Informers, Store};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use self::lifecycle::{Placement, Step, next_step};
+use self::lifecycle::{Memory, Placement, Step, next_step};
 
 /// The annotation that marks a Node as simulated by kore.
 pub const SIMULATED: &str = "kore.dev/simulated";
@@ -71,6 +71,8 @@ pub struct Kubelets {
     pods: Store<Pod>,
     config: KubeletConfig,
     addresses: Mutex<Addresses>,
+    /// pod uid → the exact times of this kubelet's writes.
+    memory: Mutex<HashMap<String, Memory>>,
 }
 
 impl std::fmt::Debug for Kubelets {
@@ -126,6 +128,7 @@ impl Kubelets {
             nodes,
             pods: informers.get::<Pod>(Default::default()).store(),
             addresses: Mutex::new(Addresses::default()),
+            memory: Mutex::new(HashMap::new()),
             config: config.clone(),
         };
         Controller::for_::<Pod>(informers)
@@ -254,6 +257,10 @@ impl Reconciler<Pod> for Kubelets {
         let Some(pod) = request.object() else {
             if let Some(uid) = request.last_state().and_then(|p| p.metadata.uid.clone()) {
                 self.release(&uid);
+                self.memory
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&uid);
             }
             return Ok(Action::done());
         };
@@ -271,7 +278,15 @@ impl Reconciler<Pod> for Kubelets {
             pod_ip: String::new(),
         };
         let now = k8s_openapi::jiff::Timestamp::now();
-        let step = next_step(&pod, &placement, &self.config, now);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let memory = self
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&uid)
+            .copied()
+            .unwrap_or_default();
+        let step = next_step(&pod, &placement, &self.config, now, memory);
         let after = |d: Option<Duration>| match d {
             Some(d) => Action::requeue_after(d),
             None => Action::done(),
@@ -294,7 +309,15 @@ impl Reconciler<Pod> for Kubelets {
                     status["podIP"] = json!(ip);
                     status["podIPs"] = json!([{"ip": ip}]);
                 }
+                let stage = status["phase"].as_str().map(String::from);
                 gone_ok(self.write_status(&pod, status).await).map_err(Error::from)?;
+                let mut memories = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+                let m = memories.entry(uid).or_default();
+                match stage.as_deref() {
+                    Some("Pending") => m.acknowledged = Some(now),
+                    Some("Running") if m.started.is_none() => m.started = Some(now),
+                    _ => {}
+                }
                 Ok(after(next))
             }
         }
