@@ -506,3 +506,38 @@ async fn a_rollout_that_does_not_progress_exceeds_its_deadline() -> anyhow::Resu
     );
     c.stop().await
 }
+
+#[tokio::test]
+async fn a_rolled_out_deployment_writes_nothing_more() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    api.create(
+        &PostParams::default(),
+        &deployment("quiet", "app:1", 3, json!({"type": "RollingUpdate"}))?,
+    )
+    .await?;
+    wait_rolled_out(&c, "quiet", "app:1").await?;
+    let versions = || async {
+        let d = api.get("quiet").await.ok()?.metadata.resource_version?;
+        let mut rss: Vec<String> = replicasets(&c, "quiet")
+            .await
+            .ok()?
+            .into_iter()
+            .filter_map(|rs| rs.metadata.resource_version)
+            .collect();
+        rss.push(d);
+        Some(rss)
+    };
+    // Let in-flight syncs land (the last status writes follow the pods' readiness).
+    let before = common::wait_for_value(|| async {
+        let a = versions().await?;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let b = versions().await?;
+        (a == b).then_some(b)
+    })
+    .await?;
+    // A quiet period: the controllers must not write to a settled Deployment or ReplicaSet.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(versions().await, Some(before), "no writes at steady state");
+    c.stop().await
+}
