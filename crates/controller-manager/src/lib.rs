@@ -25,6 +25,7 @@ pub mod selector;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::LeaseConfig;
@@ -275,6 +276,23 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(deployment::NAME);
+        }
+        if self.options.is_enabled(job::NAME) {
+            let jobs = manager.informers().get::<Job>(InformerConfig::default());
+            add_indexes(&jobs);
+            let builder = Controller::for_::<Job>(manager.informers())
+                .named(job::NAME)
+                .owns::<Pod>()
+                .max_concurrent_reconciles(self.options.concurrent_job_syncs)
+                .metrics(metrics.clone());
+            let reconciler = job::JobReconciler::new(
+                client.clone(),
+                CachedClient::new(client.clone(), jobs),
+                caches.pods.store(),
+                recorder(&client, job::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(job::NAME);
         }
         started
     }

@@ -398,3 +398,146 @@ async fn scaling_a_deployment_scales_its_replicaset() -> anyhow::Result<()> {
     assert_eq!(c.active_pods("app=scale").await?.len(), 5);
     c.stop().await
 }
+
+/// Pods of image `app:2` never become ready; the others do.
+fn new_image_stuck() -> common::FateFn {
+    Arc::new(|p: &Pod| {
+        let image = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default();
+        if image == "app:2" {
+            common::Fate::NotReady
+        } else {
+            common::Fate::Ready
+        }
+    })
+}
+
+#[tokio::test]
+async fn scaling_during_a_stuck_rollout_is_shared_in_proportion() -> anyhow::Result<()> {
+    let c = Cluster::start_with(
+        kore_controller_manager::Options::default(),
+        new_image_stuck(),
+    )
+    .await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}});
+    api.create(
+        &PostParams::default(),
+        &deployment("prop", "app:1", 10, strategy)?,
+    )
+    .await?;
+    wait_rolled_out(&c, "prop", "app:1").await?;
+    set_image(&c, "prop", "app:2").await?;
+    // The new pods never become ready: the rollout stops at 8 old + 5 new (13 = 10 + maxSurge,
+    // 8 available = 10 - maxUnavailable).
+    let sizes = |rss: &[ReplicaSet]| {
+        let mut by_image: Vec<(String, i32)> = rss
+            .iter()
+            .map(|rs| {
+                let image = rs
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.as_ref())
+                    .and_then(|t| t.spec.as_ref())
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default();
+                (image, replicas(rs))
+            })
+            .collect();
+        by_image.sort();
+        by_image
+    };
+    let stuck = vec![("app:1".to_owned(), 8), ("app:2".to_owned(), 5)];
+    common::wait_for_value(|| async {
+        let rss = replicasets(&c, "prop").await.ok()?;
+        (sizes(&rss) == stuck).then_some(())
+    })
+    .await?;
+
+    // Scaling to 20 shares the 10 new replicas in proportion: 8 * 23/13 → 14, 5 * 23/13 → 9.
+    api.patch(
+        "prop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 20}})),
+    )
+    .await?;
+    let scaled = vec![("app:1".to_owned(), 14), ("app:2".to_owned(), 9)];
+    common::wait_for_value(|| async {
+        let rss = replicasets(&c, "prop").await.ok()?;
+        (sizes(&rss) == scaled).then_some(())
+    })
+    .await?;
+    c.stop().await
+}
+
+#[tokio::test]
+async fn a_rollout_that_does_not_progress_exceeds_its_deadline() -> anyhow::Result<()> {
+    let c = Cluster::start_with(
+        kore_controller_manager::Options::default(),
+        new_image_stuck(),
+    )
+    .await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    let mut d = deployment("slow", "app:1", 2, json!({"type": "RollingUpdate"}))?;
+    if let Some(spec) = d.spec.as_mut() {
+        spec.progress_deadline_seconds = Some(1);
+    }
+    api.create(&PostParams::default(), &d).await?;
+    let d = wait_rolled_out(&c, "slow", "app:1").await?;
+    assert_eq!(
+        condition_reason(&d, "Progressing"),
+        Some(("True".into(), "NewReplicaSetAvailable".into()))
+    );
+    set_image(&c, "slow", "app:2").await?;
+    let d = c
+        .wait_object::<Deployment, _>("slow", |d| {
+            (condition_reason(d, "Progressing")?.1 == "ProgressDeadlineExceeded").then(|| d.clone())
+        })
+        .await?;
+    assert_eq!(
+        condition_reason(&d, "Progressing"),
+        Some(("False".into(), "ProgressDeadlineExceeded".into()))
+    );
+    c.stop().await
+}
+
+#[tokio::test]
+async fn a_rolled_out_deployment_writes_nothing_more() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    api.create(
+        &PostParams::default(),
+        &deployment("quiet", "app:1", 3, json!({"type": "RollingUpdate"}))?,
+    )
+    .await?;
+    wait_rolled_out(&c, "quiet", "app:1").await?;
+    let versions = || async {
+        let d = api.get("quiet").await.ok()?.metadata.resource_version?;
+        let mut rss: Vec<String> = replicasets(&c, "quiet")
+            .await
+            .ok()?
+            .into_iter()
+            .filter_map(|rs| rs.metadata.resource_version)
+            .collect();
+        rss.push(d);
+        Some(rss)
+    };
+    // Let in-flight syncs land (the last status writes follow the pods' readiness).
+    let before = common::wait_for_value(|| async {
+        let a = versions().await?;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let b = versions().await?;
+        (a == b).then_some(b)
+    })
+    .await?;
+    // A quiet period: the controllers must not write to a settled Deployment or ReplicaSet.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(versions().await, Some(before), "no writes at steady state");
+    c.stop().await
+}

@@ -204,3 +204,18 @@ async fn orphans_that_match_are_adopted_and_pods_that_stop_matching_are_released
     assert!(!names(&pods).contains(&"orphan".to_owned()));
     c.stop().await
 }
+
+#[tokio::test]
+async fn pods_count_as_available_once_ready_for_min_ready_seconds() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    let rss: Api<ReplicaSet> = Api::namespaced(c.client.clone(), NS);
+    let mut rs = replicaset("patient", "patient", 2)?;
+    if let Some(spec) = rs.spec.as_mut() {
+        spec.min_ready_seconds = Some(1);
+    }
+    rss.create(&PostParams::default(), &rs).await?;
+    // The pods are ready at once and available a second later. No pod event comes then:
+    // the controller must requeue itself for that moment for the status to say so.
+    wait_settled(&c, "patient", "patient", 2, 2).await?;
+    c.stop().await
+}

@@ -135,7 +135,15 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// Starts a server, the controllers `options` enable, and a kubelet giving every pod `fate`.
     pub(crate) async fn start_with(options: Options, fate: FateFn) -> anyhow::Result<Cluster> {
-        let env = TestEnv::start().await?;
+        Self::start_on(TestEnv::start().await?, options, fate).await
+    }
+
+    /// [`Cluster::start_with`] on a server of the test's making (over TCP, for kubectl).
+    pub(crate) async fn start_on(
+        env: TestEnv,
+        options: Options,
+        fate: FateFn,
+    ) -> anyhow::Result<Cluster> {
         let client = env.client();
         let cm = ControllerManager::new(options.identity("test"))?;
         let mut manager = Manager::builder(client.clone())
