@@ -167,9 +167,15 @@ async fn foo(admin: &kube::Client, ns: &str, name: &str) -> Progress {
     let Some(status) = &object.status else {
         return Err(format!("{what}: no status yet"));
     };
+    // kore up runs the Deployment controller and simulated nodes: the pods run.
+    if status.available_replicas != wanted {
+        return Err(format!(
+            "{what}: status.availableReplicas={} of {wanted}",
+            status.available_replicas
+        ));
+    }
     Ok(format!(
-        "{what}: Deployment {deployment_name} with {wanted} replica(s), owned by the Foo; status.availableReplicas={} (kore runs no pods)",
-        status.available_replicas
+        "{what}: Deployment {deployment_name} with {wanted} replica(s), owned by the Foo; status.availableReplicas={wanted} (its pods run on simulated nodes)"
     ))
 }
 

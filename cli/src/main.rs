@@ -9,6 +9,7 @@
 //! - `kore apiserver` starts the API server alone, with every option.
 //! - `kore new` and `kore create api` start an operator project of one's own (`scaffold/`).
 
+mod controller_manager;
 mod demo;
 mod install;
 mod manifests;
@@ -53,6 +54,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run simulated nodes, a scheduler and kubelets against an API server.
     Nodes(nodes::NodesArgs),
+    /// Run Kubernetes' built-in controllers (ReplicaSet, Deployment, Job) against an API server.
+    ControllerManager(controller_manager::ControllerManagerArgs),
     /// Write the deploy manifests (CRDs, RBAC, Deployments, samples), or check them.
     Manifests(manifests::ManifestsArgs),
     /// Run the Kubernetes-compatible API server alone.
@@ -178,6 +181,7 @@ fn main() -> ExitCode {
             Command::Up(args) => up::up(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Nodes(args) => nodes::nodes(args).await,
+            Command::ControllerManager(args) => controller_manager::controller_manager(args).await,
             Command::Manifests(args) => manifests::manifests(&args),
             Command::Apiserver(args) => serve(args).await,
             Command::New(args) => scaffold::new::new(&args),

@@ -77,7 +77,7 @@ impl From<LostLeadership> for OnLostLeadership {
 }
 
 /// Parses a bind address: `host:port`, `:port` (every interface) or `0` (off).
-fn bind_address(flag: &str, value: &str) -> anyhow::Result<Option<SocketAddr>> {
+pub(crate) fn bind_address(flag: &str, value: &str) -> anyhow::Result<Option<SocketAddr>> {
     if value == "0" {
         return Ok(None);
     }

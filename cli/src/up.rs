@@ -60,6 +60,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     let admin = kube::Client::new(server.router(), "default");
     let mut running = Running::start(&admin, server.router(), DEFAULT_NAMESPACE).await?;
     let simulation = crate::nodes::in_process(admin.clone(), args.nodes).await?;
+    let controllers = crate::controller_manager::InProcess::start(admin.clone())?;
 
     ApiServer::write_kubeconfig(&endpoint, &args.serve.kubeconfig)
         .with_context(|| format!("writing {}", args.serve.kubeconfig.display()))?;
@@ -81,6 +82,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.nodes - 1
         );
     }
+    println!("controllers: ReplicaSet, Deployment and Job (as kube-controller-manager's)");
     println!("kubeconfig: {}", kubeconfig.display());
     println!();
     println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -106,6 +108,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: operators, then the server; a second signal aborts");
     tokio::select! {
         () = async {
+            controllers.stop().await;
             if let Some(sim) = simulation {
                 sim.stop().await;
             }
@@ -220,6 +223,9 @@ mod tests {
         let env = kore_testenv::TestEnv::start().await?;
         let admin = env.client();
         let running = Running::start(&admin, env.server().router(), "ops").await?;
+        // As in `kore up`: the Foos' Deployments get pods that run.
+        let _nodes = env.start_simulation(2).await?;
+        let _controllers = env.start_controllers()?;
         let missing = crate::demo::run(&admin, &running.operators, Duration::from_secs(20)).await?;
         assert!(missing.is_empty(), "{missing:?}");
         running.stop().await;

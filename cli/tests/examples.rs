@@ -228,6 +228,19 @@ async fn the_examples_walkthrough_works_as_written_against_kore_up() {
         ])
         .await;
     assert_eq!(owner, "Foo");
+    // kore up runs the Deployment controller and simulated nodes: the pods run, and the
+    // Foo's status follows the Deployment's.
+    w.until(
+        &[
+            "get",
+            "foo",
+            "example-foo",
+            "-o",
+            "jsonpath={.status.availableReplicas}",
+        ],
+        printed("3"),
+    )
+    .await;
     w.step(&["delete", "foo", "example-foo"]).await;
     w.until(&["get", "deployment", "example-foo"], not_found)
         .await;

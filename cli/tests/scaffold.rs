@@ -671,12 +671,13 @@ async fn an_unwritable_directory_is_refused_and_nothing_is_half_written() {
 
 /// The library crates a generated project depends on, directly (kore-operator,
 /// kore-runtime, kore-testenv) or through them.
-const LIBRARY_CRATES: [&str; 6] = [
+const LIBRARY_CRATES: [&str; 7] = [
     "kore-apiserver",
     "kore-workqueue",
     "kore-runtime",
     "kore-testenv",
     "kore-nodes",
+    "kore-controller-manager",
     "kore-operator",
 ];
 

@@ -230,6 +230,11 @@ impl ControllerManager {
         Ok(ControllerManager { options })
     }
 
+    /// How it runs.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
     /// Adds the enabled controllers to `manager`, reporting to `metrics` (which the caller
     /// registers in the manager's registry). Returns their names.
     pub fn register(&self, manager: &mut Manager, metrics: &Metrics) -> Vec<&'static str> {

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod controllers;
 pub mod kubectl;
 mod nodes;
 pub mod operator;
@@ -36,6 +37,7 @@ use std::time::Duration;
 use anyhow::Context;
 use kore_apiserver::server::{ApiServer, Config, Endpoint};
 
+pub use controllers::Controllers;
 pub use kore_apiserver;
 pub use kore_nodes::{NodeConfig, NodeSet};
 

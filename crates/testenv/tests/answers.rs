@@ -303,3 +303,31 @@ async fn events_v1_lists_select_by_their_own_field_names() {
         .expect_err("core names are not events.k8s.io/v1's");
     assert_eq!(api_status(refused).code, 400);
 }
+
+#[tokio::test]
+async fn workload_templates_carry_a_null_creation_timestamp_as_kubernetes_writes_them() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    });
+    let request = http::Request::post("/apis/apps/v1/namespaces/default/deployments")
+        .header("content-type", "application/json")
+        .body(deployment.to_string().into_bytes())
+        .expect("a request");
+    let created: serde_json::Value = client.request(request).await.expect("create");
+    let meta = &created["spec"]["template"]["metadata"];
+    assert!(
+        meta.as_object()
+            .is_some_and(|m| m.get("creationTimestamp") == Some(&serde_json::Value::Null)),
+        "{meta}"
+    );
+}

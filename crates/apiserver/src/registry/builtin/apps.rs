@@ -3,7 +3,8 @@
 use k8s_openapi::api::apps::v1 as apps;
 use serde_json::{Value, json};
 
-use super::core::{default_pod_spec, validate_pod_spec};
+use super::core::validate_pod_spec;
+use super::template::default_template;
 use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
 
@@ -113,7 +114,7 @@ fn default_deployment(obj: &mut Value) {
     }
     default_at(obj, &["spec", "revisionHistoryLimit"], json!(10));
     default_at(obj, &["spec", "progressDeadlineSeconds"], json!(600));
-    default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+    default_template(&mut obj["spec"]["template"]);
 }
 
 impl Strategy for DeploymentStrategy {
@@ -164,13 +165,13 @@ impl Strategy for ReplicaSetStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         default_at(obj, &["spec", "replicas"], json!(1));
-        default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+        default_template(&mut obj["spec"]["template"]);
         obj["status"] = json!({"replicas": 0});
     }
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         default_at(new, &["spec", "replicas"], json!(1));
-        default_pod_spec(&mut new["spec"]["template"]["spec"]);
+        default_template(&mut new["spec"]["template"]);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -253,7 +254,7 @@ fn default_statefulset(obj: &mut Value) {
             default_at(claim, &["status", "phase"], json!("Pending"));
         }
     }
-    default_pod_spec(&mut spec["template"]["spec"]);
+    default_template(&mut spec["template"]);
 }
 
 fn validate_statefulset(obj: &Value) -> Vec<FieldError> {
@@ -365,7 +366,7 @@ fn default_daemonset(obj: &mut Value) {
         );
     }
     default_at(spec, &["revisionHistoryLimit"], json!(10));
-    default_pod_spec(&mut spec["template"]["spec"]);
+    default_template(&mut spec["template"]);
 }
 
 fn validate_daemonset(obj: &Value) -> Vec<FieldError> {

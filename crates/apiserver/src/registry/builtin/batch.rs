@@ -7,7 +7,8 @@ use k8s_openapi::api::batch::v1 as batch;
 use serde_json::{Map, Value, json};
 
 use super::apps::validate_selector;
-use super::core::{default_pod_spec, validate_pod_spec};
+use super::core::validate_pod_spec;
+use super::template::default_template;
 use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
 
@@ -50,7 +51,7 @@ fn default_job_spec(spec: &mut Value) {
     };
     default_at(spec, &["podReplacementPolicy"], json!(replacement));
     default_at(spec, &["manualSelector"], json!(false));
-    default_pod_spec(&mut spec["template"]["spec"]);
+    default_template(&mut spec["template"]);
 }
 
 /// Gives a Job whose selector is not manual the generated selector and pod labels.
@@ -271,7 +272,7 @@ fn default_cronjob(obj: &mut Value) {
     default_at(spec, &["successfulJobsHistoryLimit"], json!(3));
     default_at(spec, &["failedJobsHistoryLimit"], json!(1));
     // A CronJob's job template gets the pod defaults; the Job defaults come when a Job is made.
-    default_pod_spec(&mut spec["jobTemplate"]["spec"]["template"]["spec"]);
+    default_template(&mut spec["jobTemplate"]["spec"]["template"]);
 }
 
 fn validate_cronjob(obj: &Value) -> Vec<FieldError> {

@@ -4,7 +4,8 @@
 use k8s_openapi::api::core::v1 as core;
 use serde_json::{Value, json};
 
-use super::core::{default_pod_spec, validate_pod_spec};
+use super::core::validate_pod_spec;
+use super::template::default_template;
 use super::typed::Typed;
 use crate::api::field::FieldError;
 use crate::registry::strategy::default_at;
@@ -28,7 +29,7 @@ fn default_rc(obj: &mut Value) {
         }
     }
     default_at(obj, &["spec", "replicas"], json!(1));
-    default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+    default_template(&mut obj["spec"]["template"]);
 }
 
 fn validate_rc(obj: &Value) -> Vec<FieldError> {
@@ -85,7 +86,7 @@ pub(super) fn replication_controller() -> Typed<core::ReplicationController> {
 pub(super) fn pod_template() -> Typed<core::PodTemplate> {
     Typed::new()
         .returns_object_on_delete()
-        .defaults(|obj| default_pod_spec(&mut obj["template"]["spec"]))
+        .defaults(|obj| default_template(&mut obj["template"]))
         .validate(|obj| {
             let mut errs = Vec::new();
             validate_pod_spec(&obj["template"]["spec"], "template.spec", &mut errs);

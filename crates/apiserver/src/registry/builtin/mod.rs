@@ -17,6 +17,7 @@ mod nodes;
 mod other;
 mod policy;
 mod storage;
+mod template;
 mod typed;
 
 use std::sync::Arc;

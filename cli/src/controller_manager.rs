@@ -1,0 +1,122 @@
+//! `kore controller-manager`: Kubernetes' built-in controllers (ReplicaSet, Deployment, Job)
+//! against any API server, leader-elected on the Lease `kube-system/kube-controller-manager`
+//! as kube-controller-manager is; and the same controllers inside `kore up`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use kore_controller_manager::{ControllerManager, Options};
+use kore_runtime::Manager;
+use kore_runtime::manager::{OnLostLeadership, ShutdownHandle};
+use kore_runtime::metrics::Metrics;
+
+use crate::run::bind_address;
+
+/// Options of `kore controller-manager`.
+#[derive(Args, Clone)]
+pub(crate) struct ControllerManagerArgs {
+    /// The kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config or the
+    /// in-cluster ServiceAccount).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (its current context by default).
+    #[arg(long)]
+    context: Option<String>,
+    /// Which controllers run, as kube-controller-manager's flag: `*` for all, `name` to turn
+    /// one on, `-name` to turn one off (`replicaset-controller`, `deployment-controller`,
+    /// `job-controller`, or their short names).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Act only while holding the Lease (the default).
+    #[arg(long, overrides_with = "no_leader_elect")]
+    leader_elect: bool,
+    /// Act at once, without leader election (only one instance may run then).
+    #[arg(long, overrides_with = "leader_elect")]
+    no_leader_elect: bool,
+    /// Where to serve /metrics (`0` turns it off).
+    #[arg(long, default_value = ":10257")]
+    metrics_bind_address: String,
+    /// Where to serve /healthz and /readyz (`0` turns it off).
+    #[arg(long, default_value = ":10258")]
+    health_probe_bind_address: String,
+}
+
+/// Runs `kore controller-manager` until a signal.
+pub(crate) async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
+    let metrics_addr = bind_address("metrics-bind-address", &args.metrics_bind_address)?;
+    let health_addr = bind_address("health-probe-bind-address", &args.health_probe_bind_address)?;
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..kube::config::KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("using {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "finding a cluster: no --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster ServiceAccount",
+        )?,
+    };
+    let client = kube::Client::try_from(config).context("making a client")?;
+    let leader_elect = args.leader_elect || !args.no_leader_elect;
+    let cm = ControllerManager::new(
+        Options::default()
+            .controllers(args.controllers.clone())
+            .leader_elect(leader_elect),
+    )?;
+    let mut builder = Manager::builder(client);
+    if leader_elect {
+        builder = builder.leader_election(cm.options().lease());
+    }
+    if let Some(addr) = metrics_addr {
+        builder = builder.metrics_bind_address(addr);
+    }
+    if let Some(addr) = health_addr {
+        builder = builder.health_probe_bind_address(addr);
+    }
+    let mut manager = builder.build();
+    let metrics = Metrics::new();
+    metrics.register(manager.registry_mut());
+    let names = cm.register(&mut manager, &metrics);
+    println!("controllers: {}", names.join(", "));
+    manager.run().await.context("the controller manager stopped")
+}
+
+/// The controllers of `kore up`, in its process: no leader election (the server lives here
+/// too), stopped by the handle.
+pub(crate) struct InProcess {
+    stop: ShutdownHandle,
+    task: tokio::task::JoinHandle<Result<(), kore_runtime::manager::Error>>,
+}
+
+impl InProcess {
+    /// Starts every controller against `client`.
+    pub(crate) fn start(client: kube::Client) -> anyhow::Result<InProcess> {
+        let cm = ControllerManager::new(Options::default().leader_elect(false))?;
+        let mut manager = Manager::builder(client)
+            .on_lost_leadership(OnLostLeadership::Recampaign)
+            .handle_signals(false)
+            .build();
+        let metrics = Metrics::new();
+        metrics.register(manager.registry_mut());
+        cm.register(&mut manager, &metrics);
+        let stop = manager.shutdown_handle();
+        let task = tokio::spawn(manager.run());
+        Ok(InProcess { stop, task })
+    }
+
+    /// Stops the controllers and waits until they have.
+    pub(crate) async fn stop(self) {
+        self.stop.shutdown();
+        match self.task.await {
+            Ok(Ok(())) => tracing::info!("controllers stopped"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "controllers stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "the controllers' task failed"),
+        }
+    }
+}
