@@ -233,7 +233,14 @@ impl ApiServer {
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
             tracing::warn!(error = %e, "serving the stored CRDs failed");
         }
+        // The APIServices of the built-in group versions exist before the first request.
+        crate::controllers::apiservices::sync(&registry).await;
+        crate::controllers::componentstatuses::ensure(&registry).await;
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::apiservices::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::clusterroles::run(
             registry.clone(),
             stop.child_token(),

@@ -4,10 +4,12 @@
 //! No controllers run for them (no scheduler, kubelet or Deployment controller): objects are
 //! decoded, defaulted, validated, stored and watched.
 
+mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
 mod cluster;
+mod componentstatus;
 mod core;
 mod core_misc;
 mod core_volumes;
@@ -25,6 +27,7 @@ use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;
 
 pub(crate) use autoscaling::v2_form as hpa_v2_form;
+pub(crate) use componentstatus::{COMPONENTS, healthy as healthy_component};
 
 struct Def {
     group: &'static str,
@@ -502,6 +505,15 @@ pub fn resources() -> Vec<Resource> {
         .cluster()
         .short(&["crd", "crds"])
         .with_status(),
+        // apiregistration.k8s.io/v1: local APIServices, kept by controllers::apiservices
+        Def::new(
+            "apiregistration.k8s.io",
+            "APIService",
+            "apiservices",
+            Arc::new(apiregistration::api_service()),
+        )
+        .cluster()
+        .with_status(),
         // rbac.authorization.k8s.io/v1
         Def::new(
             "rbac.authorization.k8s.io",
@@ -531,6 +543,21 @@ pub fn resources() -> Vec<Resource> {
         ),
     ];
     let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    // core/v1 componentstatuses (read-only) and bindings (create-only, served by rest/binding)
+    let mut cs = Def::new(
+        "",
+        "ComponentStatus",
+        "componentstatuses",
+        Arc::new(componentstatus::ComponentStatusStrategy),
+    )
+    .cluster()
+    .short(&["cs"])
+    .build();
+    cs.verbs = vec!["get", "list"];
+    out.push(cs);
+    let mut bindings = Def::new("", "Binding", "bindings", Arc::new(other::ReviewStrategy)).build();
+    bindings.verbs = vec!["create"];
+    out.push(bindings);
     out.extend(autoscaling::resources());
     out.extend(reviews());
     out
@@ -569,6 +596,17 @@ fn reviews() -> Vec<Resource> {
         r.verbs = vec!["create"];
         r
     })
+    .chain(std::iter::once({
+        let mut r = Def::new(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            Arc::new(other::ReviewStrategy),
+        )
+        .build();
+        r.verbs = vec!["create"];
+        r
+    }))
     .collect()
 }
 
