@@ -347,6 +347,9 @@ async fn resource(
                     Some(Part::EphemeralContainers)
                 }
                 Some("resize") if res.subresources.other.contains(&"resize") => Some(Part::Resize),
+                Some("approval") if res.subresources.other.contains(&"approval") => {
+                    Some(Part::Approval)
+                }
                 _ => None,
             };
             match (part, sub) {

@@ -422,16 +422,20 @@ pub fn resources() -> Vec<Resource> {
             Arc::new(cluster::runtime_class()),
         )
         .cluster(),
-        // certificates.k8s.io/v1 (no /approval yet)
-        Def::new(
-            "certificates.k8s.io",
-            "CertificateSigningRequest",
-            "certificatesigningrequests",
-            Arc::new(cluster::certificate_signing_request()),
-        )
-        .cluster()
-        .short(&["csr"])
-        .with_status(),
+        // certificates.k8s.io/v1 (approval: rest/approval)
+        {
+            let mut d = Def::new(
+                "certificates.k8s.io",
+                "CertificateSigningRequest",
+                "certificatesigningrequests",
+                Arc::new(cluster::certificate_signing_request()),
+            )
+            .cluster()
+            .short(&["csr"])
+            .with_status();
+            d.other_subresources = &["approval"];
+            d
+        },
         // admissionregistration.k8s.io/v1: stored and checked; nothing calls the webhooks yet
         Def::new(
             "admissionregistration.k8s.io",
