@@ -9,7 +9,9 @@
 //! one shared loop (`level.rs`); the garbage collector feeds its workers through
 //! `kore-workqueue`, the queue kore-runtime's controllers use too.
 
+pub mod apiservices;
 pub mod clusterroles;
+pub mod componentstatuses;
 pub mod crd;
 pub mod gc;
 mod level;

@@ -258,6 +258,14 @@ async fn resource(
         verb: verb.to_string(),
         resource: res.group_resource().to_string(),
     };
+    // Built-in resources that serve fewer verbs (componentstatuses: get and list) refuse the
+    // others; a terminating CRD's resources answer their own message (rest/create).
+    if path.subresource.is_none()
+        && res.strategy.structural_schema().is_none()
+        && !res.allows(&info.verb)
+    {
+        return Err(not_allowed(method.as_str()));
+    }
     let deprecation: Vec<String> = res.strategy.deprecation_warning().into_iter().collect();
     let response = match (&path.name, &path.subresource) {
         (None, None) => match method {
@@ -339,6 +347,9 @@ async fn resource(
                     Some(Part::EphemeralContainers)
                 }
                 Some("resize") if res.subresources.other.contains(&"resize") => Some(Part::Resize),
+                Some("approval") if res.subresources.other.contains(&"approval") => {
+                    Some(Part::Approval)
+                }
                 _ => None,
             };
             match (part, sub) {

@@ -80,14 +80,18 @@ pub(crate) async fn serve(
                 app.registry.token_request(&app.signer, ns, name, obj)?
             }
             Asked::Review(review) => {
-                if path.name.is_some() || path.namespace.is_some() {
+                let local = review == Review::LocalSubjectAccess;
+                if path.name.is_some() || path.namespace.is_some() != local {
                     return Err(ApiError::NoSuchPath);
                 }
                 let authorities = Authorities {
                     rbac: &app.rbac,
                     tokens: authz::token_authenticator(app),
                 };
-                app.registry.review(&authorities, review, &user, obj)?
+                match path.namespace.as_deref() {
+                    Some(ns) if local => app.registry.local_access_review(&authorities, ns, obj)?,
+                    _ => app.registry.review(&authorities, review, &user, obj)?,
+                }
             }
         };
         Ok(json_response(

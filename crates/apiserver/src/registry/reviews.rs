@@ -33,6 +33,9 @@ pub enum Review {
     SelfSubjectAccess,
     /// `authorization.k8s.io/v1` `subjectaccessreviews`: may `spec.user`/`groups` do this?
     SubjectAccess,
+    /// `authorization.k8s.io/v1` `localsubjectaccessreviews` (namespaced): may
+    /// `spec.user`/`groups` do this in this namespace?
+    LocalSubjectAccess,
     /// `authorization.k8s.io/v1` `selfsubjectrulesreviews`: what may the caller do in a
     /// namespace?
     SelfSubjectRules,
@@ -44,7 +47,12 @@ pub enum Review {
 
 impl Review {
     /// Every review, each with its group and plural.
-    const ALL: [(Review, &'static str, &'static str); 5] = [
+    const ALL: [(Review, &'static str, &'static str); 6] = [
+        (
+            Review::LocalSubjectAccess,
+            "authorization.k8s.io",
+            "localsubjectaccessreviews",
+        ),
         (
             Review::SelfSubjectAccess,
             "authorization.k8s.io",
@@ -84,6 +92,7 @@ impl Review {
         match self {
             Review::SelfSubjectAccess => "SelfSubjectAccessReview",
             Review::SubjectAccess => "SubjectAccessReview",
+            Review::LocalSubjectAccess => "LocalSubjectAccessReview",
             Review::SelfSubjectRules => "SelfSubjectRulesReview",
             Review::SelfSubject => "SelfSubjectReview",
             Review::Token => "TokenReview",
@@ -166,10 +175,76 @@ impl Registry {
                 let subject = subject_of(&body["spec"]);
                 access_review(authorities.rbac, review, subject, body)
             }
+            Review::LocalSubjectAccess => Err(ApiError::BadRequest(
+                "namespace is required on this type: ".into(),
+            )),
             Review::SelfSubjectRules => rules_review(authorities.rbac, user, &body),
             Review::SelfSubject => Ok(self_review(user)),
             Review::Token => self.token_review(&authorities.tokens, body),
         }
+    }
+
+    /// LocalSubjectAccessReview in namespace `ns`: a SubjectAccessReview whose resource
+    /// attributes must name `ns` (`metadata.namespace`, defaulted from the path, must be `ns`
+    /// too) and which may not ask about non-resource URLs, as in Kubernetes.
+    ///
+    /// # Errors
+    /// 400 when `metadata.namespace` differs from `ns`; 422 `Invalid` for a namespace or
+    /// non-resource attributes the kind does not allow, or what a SubjectAccessReview refuses.
+    pub fn local_access_review(
+        &self,
+        authorities: &Authorities<'_>,
+        ns: &str,
+        mut body: Value,
+    ) -> Result<Value, ApiError> {
+        let review = Review::LocalSubjectAccess;
+        match body["metadata"]["namespace"].as_str() {
+            None | Some("") => {
+                if !body["metadata"].is_object() {
+                    body["metadata"] = json!({});
+                }
+                body["metadata"]["namespace"] = json!(ns);
+            }
+            Some(given) if given != ns => {
+                return Err(ApiError::BadRequest(format!(
+                    "the namespace of the provided object ({given}) does not match the namespace sent on the request ({ns})"
+                )));
+            }
+            Some(_) => {}
+        }
+        let mut causes = Vec::new();
+        let asked = body
+            .pointer("/spec/resourceAttributes/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if body
+            .pointer("/spec/resourceAttributes")
+            .is_some_and(Value::is_object)
+            && asked != ns
+        {
+            causes.push(FieldError::invalid(
+                "spec.resourceAttributes.namespace",
+                json!(asked),
+                "must match metadata.namespace",
+            ));
+        }
+        if body
+            .pointer("/spec/nonResourceAttributes")
+            .is_some_and(|v| !v.is_null())
+        {
+            causes.push(FieldError::invalid(
+                "spec.nonResourceAttributes",
+                body["spec"]["nonResourceAttributes"].clone(),
+                "disallowed on this kind of request",
+            ));
+        }
+        if !causes.is_empty() {
+            return Err(invalid(review.kind(), review.group(), "", causes));
+        }
+        let subject = subject_of(&body["spec"]);
+        let mut answer = access_review(authorities.rbac, review, subject, body)?;
+        answer["metadata"]["namespace"] = json!(ns);
+        Ok(answer)
     }
 
     /// TokenReview: whether the token in `spec.token` authenticates, and as whom. A request

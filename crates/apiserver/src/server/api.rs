@@ -233,11 +233,18 @@ impl ApiServer {
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
             tracing::warn!(error = %e, "serving the stored CRDs failed");
         }
+        // The APIServices of the built-in group versions exist before the first request.
+        crate::controllers::apiservices::sync(&registry).await;
+        crate::controllers::componentstatuses::ensure(&registry).await;
         // Clients watch from revisions they listed, never from before the server started: a
         // watch from an earlier revision is told it expired, as a Kubernetes API server's
         // watch cache answers (client tests watch from "1" and expect a 410).
         registry.store().start_history_here();
         let tasks = TaskTracker::new();
+        tasks.spawn(crate::controllers::apiservices::run(
+            registry.clone(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::clusterroles::run(
             registry.clone(),
             stop.child_token(),

@@ -4,10 +4,12 @@
 //! No controllers run for them (no scheduler, kubelet or Deployment controller): objects are
 //! decoded, defaulted, validated, stored and watched.
 
+mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
 mod cluster;
+mod componentstatus;
 mod core;
 mod core_misc;
 mod core_volumes;
@@ -26,6 +28,7 @@ use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;
 
 pub(crate) use autoscaling::v2_form as hpa_v2_form;
+pub(crate) use componentstatus::{COMPONENTS, healthy as healthy_component};
 
 struct Def {
     group: &'static str,
@@ -434,16 +437,20 @@ pub fn resources() -> Vec<Resource> {
             Arc::new(cluster::runtime_class()),
         )
         .cluster(),
-        // certificates.k8s.io/v1 (no /approval yet)
-        Def::new(
-            "certificates.k8s.io",
-            "CertificateSigningRequest",
-            "certificatesigningrequests",
-            Arc::new(cluster::certificate_signing_request()),
-        )
-        .cluster()
-        .short(&["csr"])
-        .with_status(),
+        // certificates.k8s.io/v1 (approval: rest/approval)
+        {
+            let mut d = Def::new(
+                "certificates.k8s.io",
+                "CertificateSigningRequest",
+                "certificatesigningrequests",
+                Arc::new(cluster::certificate_signing_request()),
+            )
+            .cluster()
+            .short(&["csr"])
+            .with_status();
+            d.other_subresources = &["approval"];
+            d
+        },
         // admissionregistration.k8s.io/v1: stored and checked; nothing calls the webhooks yet
         Def::new(
             "admissionregistration.k8s.io",
@@ -517,6 +524,15 @@ pub fn resources() -> Vec<Resource> {
         .cluster()
         .short(&["crd", "crds"])
         .with_status(),
+        // apiregistration.k8s.io/v1: local APIServices, kept by controllers::apiservices
+        Def::new(
+            "apiregistration.k8s.io",
+            "APIService",
+            "apiservices",
+            Arc::new(apiregistration::api_service()),
+        )
+        .cluster()
+        .with_status(),
         // rbac.authorization.k8s.io/v1
         Def::new(
             "rbac.authorization.k8s.io",
@@ -546,6 +562,21 @@ pub fn resources() -> Vec<Resource> {
         ),
     ];
     let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    // core/v1 componentstatuses (read-only) and bindings (create-only, served by rest/binding)
+    let mut cs = Def::new(
+        "",
+        "ComponentStatus",
+        "componentstatuses",
+        Arc::new(componentstatus::ComponentStatusStrategy),
+    )
+    .cluster()
+    .short(&["cs"])
+    .build();
+    cs.verbs = vec!["get", "list"];
+    out.push(cs);
+    let mut bindings = Def::new("", "Binding", "bindings", Arc::new(other::ReviewStrategy)).build();
+    bindings.verbs = vec!["create"];
+    out.push(bindings);
     out.extend(autoscaling::resources());
     out.extend(reviews());
     out
@@ -584,6 +615,17 @@ fn reviews() -> Vec<Resource> {
         r.verbs = vec!["create"];
         r
     })
+    .chain(std::iter::once({
+        let mut r = Def::new(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            Arc::new(other::ReviewStrategy),
+        )
+        .build();
+        r.verbs = vec!["create"];
+        r
+    }))
     .collect()
 }
 

@@ -36,6 +36,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod cluster;
+mod componentstatus;
 mod coordination;
 mod core;
 mod nodes;
@@ -49,6 +50,7 @@ use apps::*;
 use autoscaling::*;
 use batch::*;
 use cluster::*;
+use componentstatus::*;
 use coordination::*;
 use nodes::*;
 use policy::*;
@@ -245,6 +247,8 @@ enum Printer {
     PodDisruptionBudget,
     /// autoscaling/v1 and v2 HorizontalPodAutoscaler.
     HorizontalPodAutoscaler,
+    /// core/v1 ComponentStatus.
+    ComponentStatus,
     /// scheduling.k8s.io/v1 PriorityClass.
     PriorityClass,
     /// storage.k8s.io/v1 StorageClass.
@@ -299,6 +303,7 @@ impl Printer {
             ("batch", "CronJob") => Self::CronJob,
             ("policy", "PodDisruptionBudget") => Self::PodDisruptionBudget,
             ("autoscaling", "HorizontalPodAutoscaler") => Self::HorizontalPodAutoscaler,
+            ("", "ComponentStatus") => Self::ComponentStatus,
             ("scheduling.k8s.io", "PriorityClass") => Self::PriorityClass,
             ("storage.k8s.io", "StorageClass") => Self::StorageClass,
             ("networking.k8s.io", "Ingress") => Self::Ingress,
@@ -339,6 +344,7 @@ impl Printer {
             Self::CronJob => &CRON_JOB,
             Self::PodDisruptionBudget => &POD_DISRUPTION_BUDGET,
             Self::HorizontalPodAutoscaler => &HORIZONTAL_POD_AUTOSCALER,
+            Self::ComponentStatus => &COMPONENT_STATUS,
             Self::PriorityClass => &PRIORITY_CLASS,
             Self::StorageClass => &STORAGE_CLASS,
             Self::Ingress => &INGRESS,
@@ -380,6 +386,7 @@ impl Printer {
             Self::CronJob => cron_job_cells(obj, now).into(),
             Self::PodDisruptionBudget => pod_disruption_budget_cells(obj, now).into(),
             Self::HorizontalPodAutoscaler => horizontal_pod_autoscaler_cells(obj, now).into(),
+            Self::ComponentStatus => component_status_cells(obj, now).into(),
             Self::PriorityClass => priority_class_cells(obj, now).into(),
             Self::StorageClass => storage_class_cells(obj, now).into(),
             Self::Ingress => ingress_cells(obj, now).into(),

@@ -161,7 +161,7 @@ fn apply_config(
             Part::Main if res.subresources.status => {
                 map.remove("status");
             }
-            Part::Main | Part::EphemeralContainers | Part::Resize => {}
+            Part::Main | Part::EphemeralContainers | Part::Resize | Part::Approval => {}
         }
         if part == Part::Status
             && let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut)

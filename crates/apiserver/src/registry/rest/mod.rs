@@ -15,6 +15,7 @@
 //! - `finalize`: the namespace `finalize` subresource.
 //! - `binding`: the `pods/binding` subresource and the `bindings` resource.
 //! - `eviction`: the `pods/eviction` subresource, which honours PodDisruptionBudgets.
+//! - `approval`: the CertificateSigningRequest `approval` subresource (a [`Part`]).
 //! - `ephemeral`, `resize`: the pod subresources that change only `spec.ephemeralContainers`,
 //!   or only the containers' resources (a [`Part`] each).
 //! - `validate`: the checks every write shares.
@@ -22,6 +23,7 @@
 //! This file holds the small helpers the verbs share.
 
 mod apply;
+mod approval;
 mod binding;
 mod create;
 mod decode;

@@ -27,6 +27,8 @@ pub enum Part {
     EphemeralContainers,
     /// A pod's `/resize` subresource: only its containers' resources and resize policies.
     Resize,
+    /// A CertificateSigningRequest's `/approval` subresource: only `status.conditions`.
+    Approval,
 }
 
 impl Part {
@@ -37,6 +39,7 @@ impl Part {
             Part::Status => "status",
             Part::EphemeralContainers => "ephemeralcontainers",
             Part::Resize => "resize",
+            Part::Approval => "approval",
         }
     }
 }

@@ -178,12 +178,6 @@ impl Registry {
             _ => {}
         }
         let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
-        // A pod's ephemeralcontainers and resize subresources change one part of the spec.
-        match part {
-            Part::EphemeralContainers => new = super::ephemeral::narrow(&new, old),
-            Part::Resize => new = super::resize::narrow(&new, old),
-            Part::Main | Part::Status => {}
-        }
         if part == Part::Status {
             let status = new.get("status").cloned();
             new = old.clone();
@@ -195,7 +189,7 @@ impl Registry {
                     }
                 }
             }
-        } else if res.subresources.status {
+        } else if res.subresources.status && part != Part::Approval {
             match old.get("status") {
                 Some(s) => new["status"] = s.clone(),
                 None => {
@@ -204,6 +198,13 @@ impl Registry {
                     }
                 }
             }
+        }
+        // The pod's ephemeralcontainers and resize, and a CSR's approval, change one part each.
+        match part {
+            Part::EphemeralContainers => new = super::ephemeral::narrow(&new, old),
+            Part::Resize => new = super::resize::narrow(&new, old),
+            Part::Approval => new = super::approval::narrow(&new, old),
+            Part::Main | Part::Status => {}
         }
         {
             let meta = meta_mut(&mut new);
@@ -289,6 +290,19 @@ impl Registry {
                 if !causes.is_empty() {
                     return Err(Self::invalid(res, name, causes));
                 }
+            }
+            Part::Approval => {
+                let causes = super::approval::validate(&new, old);
+                if !causes.is_empty() {
+                    return Err(Self::invalid(res, name, causes));
+                }
+            }
+            Part::Status if res.kind == "CertificateSigningRequest" => {
+                let causes = super::approval::validate_status(&new, old);
+                if !causes.is_empty() {
+                    return Err(Self::invalid(res, name, causes));
+                }
+                self.validate_object(res, &new, Some(old), warnings)?;
             }
             Part::Main | Part::Status => self.validate_object(res, &new, Some(old), warnings)?,
         }
