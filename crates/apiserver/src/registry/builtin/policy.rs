@@ -34,6 +34,17 @@ fn validate_pdb(obj: &Value) -> Vec<FieldError> {
                 "a valid percent string must be a numeric string followed by an ending '%' \
                  (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
             )),
+            Value::String(s)
+                if s.trim_end_matches('%')
+                    .parse::<u64>()
+                    .map_or(true, |p| p > 100) =>
+            {
+                errs.push(FieldError::invalid(
+                    format!("spec.{field}"),
+                    json!(s),
+                    "must not be greater than 100%",
+                ));
+            }
             _ => {}
         }
     }
@@ -147,7 +158,13 @@ pub(super) fn priority_class() -> Typed<scheduling::PriorityClass> {
         })
         .validate_update(|new, old| {
             let mut errs = Vec::new();
-            immutable(new, old, &["value"], &mut errs);
+            // Kubernetes words this one as Forbidden, on the Go field name.
+            if new["value"] != old["value"] {
+                errs.push(FieldError::forbidden(
+                    "Value",
+                    "may not be changed in an update.",
+                ));
+            }
             immutable(new, old, &["preemptionPolicy"], &mut errs);
             errs
         })
