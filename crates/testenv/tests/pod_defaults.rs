@@ -412,3 +412,65 @@ async fn kubectl_style_server_side_apply_of_a_pod_gets_the_defaults_too() {
     .await
     .expect("stored");
 }
+
+#[tokio::test]
+async fn limit_ranges_give_containers_their_default_requests_and_limits() {
+    use k8s_openapi::api::core::v1::LimitRange;
+    let env = TestEnv::start().await.expect("start");
+    let ranges: Api<LimitRange> = Api::namespaced(env.client(), "default");
+    let range = ranges
+        .create(
+            &PostParams::default(),
+            &from(
+                json!({"metadata": {"name": "defaults"}, "spec": {"limits": [{
+                "type": "Container",
+                "max": {"memory": "1Gi"},
+                "default": {"cpu": "500m"},
+                "min": {"ephemeral-storage": "1Mi"}}]}}),
+            ),
+        )
+        .await
+        .expect("limit range");
+    // SetDefaults_LimitRangeItem: default from max, defaultRequest from default, then min.
+    let item = serde_json::to_value(&range.spec.expect("spec").limits[0]).expect("json");
+    assert_eq!(item["default"], json!({"cpu": "500m", "memory": "1Gi"}));
+    assert_eq!(
+        item["defaultRequest"],
+        json!({"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1Mi"})
+    );
+
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &pod(
+                "limited",
+                json!({"containers": [
+                {"name": "a", "image": "busybox"},
+                {"name": "b", "image": "busybox",
+                 "resources": {"limits": {"cpu": "2"}, "requests": {"memory": "100Mi"}}}]}),
+            ),
+        )
+        .await
+        .expect("create");
+    let v = serde_json::to_value(&created).expect("json");
+    assert_eq!(
+        v["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "500m", "memory": "1Gi"},
+               "requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1Mi"}})
+    );
+    // b's own values stay; its cpu request is its cpu limit (a request defaults to the limit
+    // the pod gives, before LimitRanger runs).
+    assert_eq!(
+        v["spec"]["containers"][1]["resources"],
+        json!({"limits": {"cpu": "2", "memory": "1Gi"},
+               "requests": {"cpu": "2", "memory": "100Mi", "ephemeral-storage": "1Mi"}})
+    );
+    assert_eq!(
+        v["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+        "LimitRanger plugin set: cpu, ephemeral-storage, memory request for container a; \
+         cpu, memory limit for container a; ephemeral-storage request for container b; \
+         memory limit for container b"
+    );
+    assert_eq!(v["status"]["qosClass"], "Burstable");
+}

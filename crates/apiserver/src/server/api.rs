@@ -19,7 +19,7 @@ use crate::auth::token::AdminToken;
 use crate::http::{self, App};
 use crate::registry::Registry;
 use crate::registry::admission::{
-    Admission, escalation, priority, service_account, storage_class, tolerations,
+    Admission, escalation, limit_ranger, priority, service_account, storage_class, tolerations,
 };
 use crate::storage::{
     Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend, WalConfig,
@@ -409,6 +409,12 @@ fn admission_stages(registry: &Registry, rbac: &Arc<RbacIndex>) -> Admission {
             .map(|res| res.collection_prefix(None))
     };
     let mut stages = Admission::new();
+    if let Some(ranges) = prefix("", "limitranges") {
+        stages = stages.with_mutating(Arc::new(limit_ranger::LimitRanger::new(
+            store.clone(),
+            ranges,
+        )));
+    }
     if let Some(accounts) = prefix("", "serviceaccounts") {
         stages = stages.with_mutating(Arc::new(service_account::ServiceAccount::new(
             store.clone(),

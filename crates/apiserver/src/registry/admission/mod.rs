@@ -3,7 +3,8 @@
 //! Every create, update, patch and apply runs, in this order (see `registry/rest/`):
 //!
 //! 1. **mutating admission** ([`Admission::mutate`]): stages that may change the object. The
-//!    built-in ones are Kubernetes' default plugins that shape pods and claims: the pod's
+//!    built-in ones are Kubernetes' default plugins that shape pods and claims: container
+//!    defaults from LimitRanges ([`limit_ranger`]), the pod's
 //!    ServiceAccount and token volume ([`service_account`]), its priority ([`priority`]), the
 //!    default not-ready/unreachable tolerations ([`tolerations`]) and a claim's default
 //!    StorageClass ([`storage_class`]); mutating webhooks and policies will be added here.
@@ -18,6 +19,7 @@
 //! outside the object.
 
 pub mod escalation;
+pub mod limit_ranger;
 mod pods;
 pub mod priority;
 pub mod service_account;
