@@ -3,6 +3,8 @@
 //! - `kore up [--demo]` starts the embedded API server with every operator, each acting as its
 //!   own ServiceAccount, and prints the kubeconfig to use with kubectl (`up.rs`).
 //! - `kore run` runs the operators alone against any cluster (`run.rs`).
+//! - `kore nodes` runs simulated nodes, a scheduler and kubelets against any API server
+//!   (`nodes.rs`); `kore up` runs them in its own process (`--nodes N`, 3 by default).
 //! - `kore manifests` writes or checks `deploy/` (`manifests.rs`).
 //! - `kore apiserver` starts the API server alone, with every option.
 //! - `kore new` and `kore create api` start an operator project of one's own (`scaffold/`).
@@ -10,6 +12,7 @@
 mod demo;
 mod install;
 mod manifests;
+mod nodes;
 mod operators;
 mod run;
 mod scaffold;
@@ -48,6 +51,8 @@ enum Command {
     Up(up::UpArgs),
     /// Run the operators alone against a cluster.
     Run(run::RunArgs),
+    /// Run simulated nodes, a scheduler and kubelets against an API server.
+    Nodes(nodes::NodesArgs),
     /// Write the deploy manifests (CRDs, RBAC, Deployments, samples), or check them.
     Manifests(manifests::ManifestsArgs),
     /// Run the Kubernetes-compatible API server alone.
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Up(args) => up::up(args).await,
             Command::Run(args) => run::run(args).await,
+            Command::Nodes(args) => nodes::nodes(args).await,
             Command::Manifests(args) => manifests::manifests(&args),
             Command::Apiserver(args) => serve(args).await,
             Command::New(args) => scaffold::new::new(&args),

@@ -40,6 +40,10 @@ pub(crate) struct UpArgs {
     /// How long the demo waits for its samples to converge, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     demo_timeout: u64,
+    /// How many simulated nodes to run (with a scheduler and kubelets), so that pods run; 0
+    /// for none.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    nodes: usize,
 }
 
 /// Runs `kore up` until a signal.
@@ -55,6 +59,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let admin = kube::Client::new(server.router(), "default");
     let mut running = Running::start(&admin, server.router(), DEFAULT_NAMESPACE).await?;
+    let simulation = crate::nodes::in_process(admin.clone(), args.nodes).await?;
 
     ApiServer::write_kubeconfig(&endpoint, &args.serve.kubeconfig)
         .with_context(|| format!("writing {}", args.serve.kubeconfig.display()))?;
@@ -69,6 +74,13 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
         "operators: {} (each as its ServiceAccount in {DEFAULT_NAMESPACE})",
         crate::operators::names()
     );
+    if args.nodes > 0 {
+        println!(
+            "nodes: {} simulated (kore-node-0..{}), with a scheduler and kubelets",
+            args.nodes,
+            args.nodes - 1
+        );
+    }
     println!("kubeconfig: {}", kubeconfig.display());
     println!();
     println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -94,6 +106,9 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: operators, then the server; a second signal aborts");
     tokio::select! {
         () = async {
+            if let Some(sim) = simulation {
+                sim.stop().await;
+            }
             running.stop().await;
             server.shutdown().await;
         } => {}

@@ -2,19 +2,21 @@
 //! a project made by `kore new`.
 //!
 //! A new kind gets its type (`src/api/<kind>/<version>.rs`), its controller
-//! (`src/controllers/<kind>.rs`) and a test (`tests/<kind>.rs`); a new version of a kind
-//! gets only its type, and the kind's CRD becomes multi-version (the first version stays the
-//! stored one, and the controller keeps reconciling it). The `mod.rs` files that list the
+//! (`src/controllers/<kind>.rs`) and a test (`tests/<kind>_controller.rs`, a name no kind's
+//! test shares with the project's own `tests/operator.rs`); a new version of a kind gets only
+//! its type, and the kind's CRD becomes multi-version (the first version stays the stored
+//! one, and the controller keeps reconciling it). The `mod.rs` files that list the
 //! kinds are rewritten from the `PROJECT` file each time; the other files are the user's and
 //! are never overwritten.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use super::{
-    Api, GENERATED, KORE_VERSION, Project, plural, render, short_name, snake_case, templates as t,
+    Api, GENERATED, KORE_VERSION, Project, new, plural, render, short_name, snake_case,
+    templates as t,
 };
 
 /// `kore create ...`.
@@ -182,8 +184,8 @@ fn create_api(args: &CreateApiArgs) -> anyhow::Result<()> {
             full.display()
         );
     }
+    let recorded = std::mem::replace(&mut project.kore_version, KORE_VERSION.to_owned());
     project.apis.push(api.clone());
-    project.kore_version = KORE_VERSION.to_owned();
     files.extend(generated(&project));
     files.push((PathBuf::from(Project::FILE), project.render()?));
     super::write_all(&args.dir, &files)
@@ -202,7 +204,57 @@ fn create_api(args: &CreateApiArgs) -> anyhow::Result<()> {
         api.version,
         snake_case(&api.kind)
     );
+    if recorded.is_empty() {
+        eprintln!("note: PROJECT recorded no kore version; it now records {KORE_VERSION}");
+    } else if recorded != KORE_VERSION {
+        eprintln!(
+            "note: the project was last written by kore {recorded}; PROJECT now records \
+             {KORE_VERSION}"
+        );
+    }
+    for (name, requirement) in stale_kore_dependencies(&args.dir) {
+        eprintln!(
+            "warning: the code just added is written for kore {KORE_VERSION}, but Cargo.toml \
+             asks for {name} = \"{requirement}\": change it to {name} = \"{KORE_VERSION}\""
+        );
+    }
     Ok(())
+}
+
+/// The kore crates `dir/Cargo.toml` asks for by a version requirement this kore's version
+/// does not meet, as (name, requirement). Path dependencies (`--kore-path`) need nothing; a
+/// Cargo.toml that cannot be read or parsed gives nothing (cargo will say what is wrong).
+pub(crate) fn stale_kore_dependencies(dir: &Path) -> Vec<(String, String)> {
+    let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+        return Vec::new();
+    };
+    let Ok(manifest) = text.parse::<toml_edit::DocumentMut>() else {
+        return Vec::new();
+    };
+    let Ok(ours) = semver::Version::parse(KORE_VERSION) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for table in ["dependencies", "dev-dependencies"] {
+        for name in new::KORE_CRATES.iter().map(|(name, _, _)| *name) {
+            let Some(item) = manifest.get(table).and_then(|t| t.get(name)) else {
+                continue;
+            };
+            let requirement = match item.as_table_like() {
+                Some(t) if t.contains_key("path") => continue,
+                Some(t) => t.get("version").and_then(|v| v.as_str()),
+                None => item.as_str(),
+            };
+            let Some(requirement) = requirement else {
+                continue;
+            };
+            let met = semver::VersionReq::parse(requirement).is_ok_and(|r| r.matches(&ours));
+            if !met {
+                out.push((name.to_owned(), requirement.to_owned()));
+            }
+        }
+    }
+    out
 }
 
 /// The files a new kind (or version) adds that are the user's from then on.
@@ -259,7 +311,7 @@ fn user_files(project: &Project, api: &Api, new_kind: bool) -> Vec<(PathBuf, Str
             render(t::CONTROLLER_RS, &values),
         ));
         out.push((
-            PathBuf::from(format!("tests/{module}.rs")),
+            PathBuf::from(format!("tests/{module}_controller.rs")),
             render(t::TEST_RS, &values),
         ));
     }

@@ -34,9 +34,11 @@ pub(crate) const GENERATED: &str =
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Project {
-    /// [`LAYOUT`] when written by this kore.
+    /// [`LAYOUT`] when written by this kore (empty when the file has none).
+    #[serde(default)]
     pub(crate) layout: String,
-    /// The kore version that last wrote the project.
+    /// The kore version that last wrote the project (empty when the file records none).
+    #[serde(default)]
     pub(crate) kore_version: String,
     /// The package name (`demo`).
     pub(crate) name: String,
@@ -80,6 +82,21 @@ impl Project {
         };
         let project: Project = serde_saphyr::from_str(&text)
             .with_context(|| format!("{} is not a valid kore PROJECT file", path.display()))?;
+        anyhow::ensure!(
+            !project.layout.is_empty(),
+            "{} records no layout: a project made by `kore new` has the line `layout: {LAYOUT}` \
+             (restore it, from your version control's history), or make a new project with \
+             `kore new` and move your code into it",
+            path.display()
+        );
+        if project.layout != LAYOUT && project.kore_version.is_empty() {
+            anyhow::bail!(
+                "{} has layout {:?} and records no kore version; this kore ({KORE_VERSION}) \
+                 writes {LAYOUT:?}: work on this project with the kore that made it",
+                path.display(),
+                project.layout,
+            );
+        }
         if project.layout != LAYOUT {
             anyhow::bail!(
                 "{} has layout {:?}, written by kore {}; this kore ({KORE_VERSION}) writes {LAYOUT:?}: \
@@ -90,7 +107,7 @@ impl Project {
                 project.kore_version
             );
         }
-        if newer(&project.kore_version, KORE_VERSION) {
+        if !project.kore_version.is_empty() && newer(&project.kore_version, KORE_VERSION) {
             anyhow::bail!(
                 "{} was written by kore {}, newer than this kore ({KORE_VERSION}): upgrade kore \
                  to {} or later",
@@ -162,10 +179,27 @@ pub(crate) fn rustfmt(source: &str) -> String {
     }
 }
 
-/// Writes `files` (paths relative to `root`; Rust files through [`rustfmt`]): each into a
-/// temporary file next to it first, then all renamed into place, so a failure while writing
-/// leaves none of them behind.
+/// Writes `files` (paths relative to `root`; Rust files through [`rustfmt`]) all or none:
+/// each into a temporary file next to it first, then all renamed into place. If anything
+/// fails, the temporary files and the directories created for them are removed, and files
+/// already renamed into place are put back as they were, so the tree is left as it was.
 pub(crate) fn write_all(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
+    let mut created = Vec::new();
+    let result = stage_and_rename(root, files, &mut created);
+    if result.is_err() {
+        for dir in created.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    result
+}
+
+/// [`write_all`]'s work; `created` collects the directories it made, outermost first.
+fn stage_and_rename(
+    root: &Path,
+    files: &[(PathBuf, String)],
+    created: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
     let mut staged = Vec::new();
     for (path, contents) in files {
         let formatted;
@@ -177,16 +211,68 @@ pub(crate) fn write_all(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Res
         };
         let path = root.join(path);
         let dir = path.parent().unwrap_or(root);
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut temp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("writing into {}", dir.display()))?;
+        create_dirs(dir, created)?;
+        let mut temp =
+            temp_file_in(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
         std::io::Write::write_all(&mut temp, contents.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
         staged.push((temp, path));
     }
+    // Each file's previous contents, to put back if a later one cannot be replaced.
+    let mut renamed: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
     for (temp, path) in staged {
-        temp.persist(&path)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let replaced = match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+        .and_then(|original| {
+            temp.persist(&path).map_err(|e| e.error)?;
+            Ok(original)
+        });
+        match replaced {
+            Ok(original) => renamed.push((path, original)),
+            Err(e) => {
+                for (done, original) in renamed.iter().rev() {
+                    let _ = match original {
+                        Some(bytes) => std::fs::write(done, bytes),
+                        None => std::fs::remove_file(done),
+                    };
+                }
+                return Err(e).with_context(|| format!("cannot write {}", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A temporary file in `dir` that becomes an ordinary file of the project: readable as any
+/// file the user creates (mode 0666 less the umask), not the private 0600 of a temporary file.
+fn temp_file_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(dir)
+}
+
+/// Creates `dir` and its missing parents, adding each one made to `created`.
+fn create_dirs(dir: &Path, created: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    let mut current = Some(dir);
+    while let Some(d) = current
+        && !d.as_os_str().is_empty()
+        && !d.is_dir()
+    {
+        missing.push(d.to_path_buf());
+        current = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        std::fs::create_dir(&d)
+            .with_context(|| format!("cannot create the directory {}", d.display()))?;
+        created.push(d);
     }
     Ok(())
 }
@@ -345,10 +431,125 @@ mod tests {
     }
 
     #[test]
+    fn a_project_file_is_read_or_refused_saying_what_to_do() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let read = |text: &str| {
+            std::fs::write(tmp.path().join(Project::FILE), text).expect("written");
+            Project::read(tmp.path()).map_err(|e| format!("{e:#}"))
+        };
+        let body = "name: demo\ndomain: example.com\napis: []\n";
+        let project = read(&format!("layout: {LAYOUT}\n{body}")).expect("no version is fine");
+        assert_eq!(project.kore_version, "");
+        let older = read(&format!("layout: {LAYOUT}\nkoreVersion: \"0.0.1\"\n{body}"));
+        assert_eq!(older.expect("older is fine").kore_version, "0.0.1");
+        let refused = [
+            (
+                format!("layout: {LAYOUT}\nkoreVersion: \"99.0.0\"\n{body}"),
+                "upgrade kore to 99.0.0 or later",
+            ),
+            (
+                format!("layout: kore/v9\nkoreVersion: \"0.9.0\"\n{body}"),
+                "install kore 0.9.0",
+            ),
+            (
+                format!("layout: kore/v9\n{body}"),
+                "records no kore version",
+            ),
+            (body.to_owned(), "records no layout"),
+            ("layout: [".to_owned(), "not a valid kore PROJECT file"),
+        ];
+        for (text, expected) in refused {
+            let err = read(&text).expect_err(&text);
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
     fn versions_compare_numerically() {
         assert!(newer("0.10.0", "0.9.0"));
         assert!(!newer("0.1.0", "0.1.0"));
         assert!(!newer("0.1.0", "0.2.0"));
+    }
+
+    fn tree(dir: &Path) -> Vec<(String, Option<String>)> {
+        let mut out = Vec::new();
+        for entry in walk(dir) {
+            let rel = entry
+                .strip_prefix(dir)
+                .expect("below")
+                .display()
+                .to_string();
+            out.push((rel, std::fs::read_to_string(&entry).ok()));
+        }
+        out.sort();
+        out
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("readable") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            }
+            out.push(path);
+        }
+        out
+    }
+
+    #[test]
+    fn a_write_that_fails_halfway_leaves_the_tree_as_it_was() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let root = tmp.path();
+        std::fs::write(root.join("PROJECT"), "old").expect("written");
+        std::fs::create_dir_all(root.join("busy")).expect("created");
+        std::fs::write(root.join("busy/inside"), "x").expect("written");
+        let before = tree(root);
+        // Staging fails: `blocked` is a file where a directory is needed.
+        std::fs::write(root.join("blocked"), "a file").expect("written");
+        let before_blocked = tree(root);
+        let err = write_all(
+            root,
+            &[
+                (PathBuf::from("new/deep/a.txt"), "a".to_owned()),
+                (PathBuf::from("blocked/b.txt"), "b".to_owned()),
+            ],
+        )
+        .expect_err("blocked is not a directory");
+        assert!(
+            format!("{err:#}").contains("cannot create the directory"),
+            "{err:#}"
+        );
+        assert_eq!(tree(root), before_blocked, "new/ is removed again");
+        std::fs::remove_file(root.join("blocked")).expect("removed");
+
+        // Renaming fails after PROJECT was replaced: a non-empty directory is in the way.
+        let err = write_all(
+            root,
+            &[
+                (PathBuf::from("PROJECT"), "new".to_owned()),
+                (PathBuf::from("fresh.txt"), "fresh".to_owned()),
+                (PathBuf::from("busy"), "a file".to_owned()),
+            ],
+        )
+        .expect_err("busy is a directory");
+        assert!(format!("{err:#}").contains("cannot write"), "{err:#}");
+        assert_eq!(tree(root), before, "PROJECT is put back, fresh.txt removed");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_get_the_mode_of_any_file_the_user_creates() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let mode = |p: &Path| std::fs::metadata(p).expect("exists").permissions().mode() & 0o777;
+        std::fs::write(tmp.path().join("plain"), "").expect("written");
+        write_all(tmp.path(), &[(PathBuf::from("README.md"), "x".to_owned())]).expect("writes");
+        assert_eq!(
+            mode(&tmp.path().join("README.md")),
+            mode(&tmp.path().join("plain")),
+            "0666 less the umask, as std::fs::write makes it"
+        );
     }
 
     #[test]

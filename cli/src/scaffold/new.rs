@@ -31,8 +31,9 @@ pub(crate) struct NewArgs {
     parent: PathBuf,
 }
 
-/// The kore crates a project depends on, and where they live in a checkout.
-const KORE_CRATES: &[(&str, &str, bool)] = &[
+/// The kore crates a project depends on, where they live in a checkout, and whether only
+/// its tests use them.
+pub(crate) const KORE_CRATES: &[(&str, &str, bool)] = &[
     ("kore-operator", "operators/kit", false),
     ("kore-runtime", "crates/runtime", false),
     ("kore-testenv", "crates/testenv", true),
@@ -196,4 +197,136 @@ fn set_executable(path: &Path) -> anyhow::Result<()> {
 #[cfg(not(unix))]
 fn set_executable(_: &Path) -> anyhow::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(name: &str) -> Project {
+        Project {
+            layout: LAYOUT.to_owned(),
+            kore_version: KORE_VERSION.to_owned(),
+            name: name.to_owned(),
+            domain: "example.com".to_owned(),
+            apis: Vec::new(),
+        }
+    }
+
+    fn file<'a>(files: &'a [(PathBuf, String)], path: &str) -> &'a str {
+        files
+            .iter()
+            .find(|(p, _)| p == Path::new(path))
+            .map(|(_, text)| text.as_str())
+            .unwrap_or_else(|| panic!("{path} is generated"))
+    }
+
+    /// The Dockerfile cannot be built here (no container runtime), so its rules are checked
+    /// as a linter would: two stages, the build stage pinned to a toolchain no older than the
+    /// crate's `rust-version` and building with the lock file, a distroless runtime stage
+    /// with no RUN (it has no shell) that copies only the binary from the build stage and runs
+    /// as the non-root user the Deployment asks for, and an exec-form ENTRYPOINT naming the
+    /// crate's binary.
+    #[test]
+    fn the_dockerfile_is_multi_stage_distroless_non_root_and_runs_the_crates_binary() {
+        let files = files(&project("my-op"), None, None).expect("renders");
+        let dockerfile = file(&files, "Dockerfile");
+        let cargo_toml = file(&files, "Cargo.toml");
+        let instructions: Vec<(&str, &str)> = dockerfile
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.split_once(' ').unwrap_or((l, "")))
+            .collect();
+        let stages: Vec<usize> = instructions
+            .iter()
+            .enumerate()
+            .filter(|(_, (op, _))| *op == "FROM")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            stages.len(),
+            2,
+            "a build and a runtime stage:\n{dockerfile}"
+        );
+        let (build, runtime) = (
+            &instructions[stages[0]..stages[1]],
+            &instructions[stages[1]..],
+        );
+
+        let (build_image, build_name) = build[0].1.split_once(" AS ").expect("a named stage");
+        let toolchain = build_image
+            .strip_prefix("rust:")
+            .and_then(|tag| tag.split('-').next())
+            .expect("a rust image with a version tag");
+        let rust_version = cargo_toml
+            .lines()
+            .find_map(|l| l.strip_prefix("rust-version = "))
+            .map(|v| v.trim_matches('"'))
+            .expect("rust-version");
+        assert!(
+            !super::super::newer(rust_version, toolchain),
+            "the image's Rust {toolchain} is older than rust-version {rust_version}"
+        );
+        let builds = build
+            .iter()
+            .find(|(op, args)| *op == "RUN" && args.contains("cargo build"))
+            .expect("the build stage runs cargo build")
+            .1;
+        for flag in ["--release", "--locked", "--bin my-op"] {
+            assert!(builds.contains(flag), "cargo build {flag}: {builds}");
+        }
+
+        let runtime_image = runtime[0].1;
+        assert!(
+            runtime_image.starts_with("gcr.io/distroless/") && runtime_image.ends_with(":nonroot"),
+            "a distroless non-root runtime: {runtime_image}"
+        );
+        for (op, args) in runtime {
+            assert_ne!(*op, "RUN", "the runtime image has no shell: RUN {args}");
+            if *op == "COPY" {
+                assert!(
+                    args.starts_with(&format!("--from={build_name} ")),
+                    "the runtime stage copies only from the build stage: COPY {args}"
+                );
+            }
+        }
+        let user = runtime
+            .iter()
+            .rev()
+            .find(|(op, _)| *op == "USER")
+            .expect("a USER in the runtime stage")
+            .1;
+        let uid = user.split(':').next().unwrap_or_default();
+        assert_eq!(
+            uid,
+            kore_operator::manifests::RUN_AS_USER.to_string(),
+            "the Deployment's runAsUser, not root"
+        );
+        let (last, entrypoint) = instructions.last().expect("instructions");
+        assert_eq!(*last, "ENTRYPOINT");
+        let entrypoint: Vec<String> =
+            serde_json::from_str(entrypoint).expect("an exec-form ENTRYPOINT");
+        assert_eq!(entrypoint, ["/my-op"]);
+        assert!(
+            cargo_toml.contains("[[bin]]\nname = \"my-op\""),
+            "the binary is the crate's:\n{cargo_toml}"
+        );
+
+        let ignored: Vec<&str> = file(&files, ".dockerignore").lines().collect();
+        for path in ["target/", ".git/"] {
+            assert!(ignored.contains(&path), ".dockerignore leaves out {path}");
+        }
+    }
+
+    #[test]
+    fn the_manifests_header_and_the_readme_name_the_projects_own_command() {
+        let files = files(&project("my-op"), None, None).expect("renders");
+        assert!(
+            file(&files, "src/manifests.rs")
+                .contains("\"# generated by `my-op manifests` (`cargo run -- manifests`)"),
+            "the generated YAML names my-op's command"
+        );
+        assert!(file(&files, "README.md").contains("docker build -t my-op:0.1.0 ."));
+    }
 }

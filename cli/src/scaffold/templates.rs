@@ -29,5 +29,5 @@ pub(crate) const CI_SH: &str = include_str!("../../templates/project/ci.sh.tmpl"
 pub(crate) const TYPE_RS: &str = include_str!("../../templates/api/type.rs.tmpl");
 /// `src/controllers/<kind>.rs`.
 pub(crate) const CONTROLLER_RS: &str = include_str!("../../templates/api/controller.rs.tmpl");
-/// `tests/<kind>.rs`.
+/// `tests/<kind>_controller.rs`.
 pub(crate) const TEST_RS: &str = include_str!("../../templates/api/test.rs.tmpl");

@@ -1,7 +1,8 @@
 //! Simulated nodes for tests: [`TestEnv::start_nodes`] registers Nodes with their Lease
-//! heartbeats (see `kore_nodes`).
+//! heartbeats; [`TestEnv::start_simulation`] adds a scheduler and kubelets, so that pods run
+//! (see `kore_nodes`).
 
-use kore_nodes::{NodeConfig, NodeSet};
+use kore_nodes::{NodeConfig, NodeSet, Simulation, SimulationConfig};
 
 use crate::TestEnv;
 
@@ -19,5 +20,23 @@ impl TestEnv {
         config: NodeConfig,
     ) -> anyhow::Result<NodeSet> {
         NodeSet::start(self.client(), count, config).await
+    }
+
+    /// Registers `nodes` simulated nodes and runs a scheduler and kubelets for them, so that
+    /// pods are bound and run; they live as long as the returned [`Simulation`].
+    pub async fn start_simulation(&self, nodes: usize) -> anyhow::Result<Simulation> {
+        self.start_simulation_with(SimulationConfig {
+            nodes,
+            ..SimulationConfig::default()
+        })
+        .await
+    }
+
+    /// [`start_simulation`](Self::start_simulation) shaped by `config`.
+    pub async fn start_simulation_with(
+        &self,
+        config: SimulationConfig,
+    ) -> anyhow::Result<Simulation> {
+        Simulation::start(self.client(), config).await
     }
 }

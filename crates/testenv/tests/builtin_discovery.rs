@@ -13,23 +13,10 @@ use kore_testenv::TestEnv;
 const GAPS: &[&str] = &[
     "v1 bindings",
     "v1 componentstatuses",
-    "v1 nodes/proxy",
-    "v1 pods/attach",
-    "v1 pods/ephemeralcontainers",
-    "v1 pods/eviction",
-    "v1 pods/exec",
-    "v1 pods/log",
-    "v1 pods/portforward",
-    "v1 pods/proxy",
-    "v1 pods/resize",
     "v1 services/proxy",
     "apiregistration.k8s.io/v1 apiservices",
     "apiregistration.k8s.io/v1 apiservices/status",
     "authorization.k8s.io/v1 localsubjectaccessreviews",
-    "autoscaling/v2 horizontalpodautoscalers",
-    "autoscaling/v2 horizontalpodautoscalers/status",
-    "autoscaling/v1 horizontalpodautoscalers",
-    "autoscaling/v1 horizontalpodautoscalers/status",
     "certificates.k8s.io/v1 certificatesigningrequests/approval",
 ];
 

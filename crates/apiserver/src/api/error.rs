@@ -164,6 +164,16 @@ pub enum ApiError {
     /// 429: a client holds more of a bounded resource (open watches) than it may; retry later.
     #[error("{0}")]
     TooManyRequests(String),
+    /// 429 with causes and a suggested delay: an eviction a disruption budget refuses now.
+    #[error("{message}")]
+    TooManyRequestsBecause {
+        /// The message.
+        message: String,
+        /// `details.retryAfterSeconds` (left out when 0).
+        retry_after_seconds: u64,
+        /// `details.causes`.
+        causes: Vec<Value>,
+    },
 }
 
 fn invalid_message(kind: &str, name: &str, causes: &[FieldError]) -> String {
@@ -214,7 +224,9 @@ impl ApiError {
             }
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
         }
     }
 
@@ -237,7 +249,9 @@ impl ApiError {
             ApiError::StoreReadError { .. } => "StorageReadError",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::Unavailable(_) => "ServiceUnavailable",
-            ApiError::TooManyRequests(_) => "TooManyRequests",
+            ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
+                "TooManyRequests"
+            }
         }
     }
 
@@ -326,6 +340,18 @@ impl ApiError {
                 Some(d)
             }
             ApiError::TooManyRequests(_) => Some(json!({"retryAfterSeconds": 1})),
+            ApiError::TooManyRequestsBecause {
+                retry_after_seconds,
+                causes,
+                ..
+            } => {
+                let mut d = Map::new();
+                d.insert("causes".into(), json!(causes));
+                if *retry_after_seconds > 0 {
+                    d.insert("retryAfterSeconds".into(), json!(retry_after_seconds));
+                }
+                Some(Value::Object(d))
+            }
             ApiError::ApplyConflict { causes, .. } => Some(json!({"causes": causes})),
             _ => None,
         }

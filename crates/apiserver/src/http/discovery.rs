@@ -98,6 +98,18 @@ fn legacy_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     e["kind"] = json!("TokenRequest");
                     e["verbs"] = json!(["create"]);
                 }
+                SubKind::Connect(kind, verbs) => {
+                    e["kind"] = json!(kind);
+                    e["verbs"] = json!(verbs);
+                }
+                SubKind::Other(group, version, kind, verbs) => {
+                    if !group.is_empty() {
+                        e["group"] = json!(group);
+                        e["version"] = json!(version);
+                    }
+                    e["kind"] = json!(kind);
+                    e["verbs"] = json!(verbs);
+                }
                 SubKind::Scale => {
                     e["group"] = json!("autoscaling");
                     e["version"] = json!("v1");
@@ -116,6 +128,20 @@ enum SubKind {
     Scale,
     /// `serviceaccounts/token`: answers with an authentication.k8s.io TokenRequest.
     Token,
+    /// A connect subresource of a pod or node, whose kind is its options (`PodExecOptions`).
+    Connect(String, Vec<&'static str>),
+    /// A subresource of another kind (group, version, kind) and its verbs: `pods/eviction`
+    /// takes a policy/v1 Eviction.
+    Other(&'static str, &'static str, &'static str, Vec<&'static str>),
+}
+
+/// The subresources whose kind is not their resource's.
+fn other_kind(sub: &str) -> Option<SubKind> {
+    match sub {
+        "eviction" => Some(SubKind::Other("policy", "v1", "Eviction", vec!["create"])),
+        "binding" => Some(SubKind::Other("", "v1", "Binding", vec!["create"])),
+        _ => None,
+    }
 }
 
 fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
@@ -124,6 +150,33 @@ fn subresources(r: &Resource) -> Vec<(&'static str, SubKind)> {
         if *other == "token" {
             subs.push(("token", SubKind::Token));
             continue;
+        }
+        if let Some(kind) = other_kind(other) {
+            subs.push((*other, kind));
+            continue;
+        }
+        let connect = |kind: String, verbs: &[&'static str]| SubKind::Connect(kind, verbs.to_vec());
+        match *other {
+            "log" => {
+                subs.push(("log", SubKind::Same(vec!["get"])));
+                continue;
+            }
+            "exec" | "attach" | "portforward" => {
+                let kind = match *other {
+                    "exec" => "PodExecOptions",
+                    "attach" => "PodAttachOptions",
+                    _ => "PodPortForwardOptions",
+                };
+                subs.push((*other, connect(kind.into(), &["create", "get"])));
+                continue;
+            }
+            "proxy" => {
+                let kind = format!("{}ProxyOptions", r.kind);
+                let verbs = ["create", "delete", "get", "patch", "update"];
+                subs.push(("proxy", connect(kind, &verbs)));
+                continue;
+            }
+            _ => {}
         }
         let verbs = match *other {
             "finalize" => vec!["update"],
@@ -177,6 +230,12 @@ fn aggregated_resources(resources: &[Arc<Resource>]) -> Vec<Value> {
                     SubKind::Token => json!({"subresource": sub,
                         "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
                         "verbs": ["create"]}),
+                    SubKind::Connect(kind, verbs) => json!({"subresource": sub,
+                        "responseKind": {"group": r.group, "version": r.version, "kind": kind},
+                        "verbs": verbs}),
+                    SubKind::Other(group, version, kind, verbs) => json!({"subresource": sub,
+                        "responseKind": {"group": group, "version": version, "kind": kind},
+                        "verbs": verbs}),
                     SubKind::Scale => json!({"subresource": sub,
                         "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                         "verbs": SUBRESOURCE_VERBS}),
@@ -225,7 +284,9 @@ fn api_group(group: &str, versions: &[(String, Vec<Arc<Resource>>)]) -> Value {
 }
 
 fn respond(body: Value, content_type: &'static str, headers: &HeaderMap) -> Response {
-    let bytes = Bytes::from(body.to_string());
+    let mut text = body.to_string();
+    text.push('\n');
+    let bytes = Bytes::from(text);
     let etag = format!("\"{:x}\"", sha2::Sha512::digest(&bytes));
     let matches = headers
         .get(header::IF_NONE_MATCH)

@@ -9,15 +9,20 @@ pub use crate::api::error::{ApiError, GroupResource};
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Bytes::from(self.status().to_string());
-        let mut resp = (self.code(), body).into_response();
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let mut body = self.status().to_string();
+        body.push('\n');
+        let mut resp = super::json_response(self.code(), Bytes::from(body));
         if let ApiError::TooLargeResourceVersion { .. } | ApiError::TooManyRequests(_) = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if let ApiError::TooManyRequestsBecause {
+            retry_after_seconds: n @ 1..,
+            ..
+        } = self
+            && let Ok(v) = HeaderValue::from_str(&n.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
         resp
     }

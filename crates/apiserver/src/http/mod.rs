@@ -30,6 +30,7 @@
 pub(crate) mod authz;
 pub mod discovery;
 pub mod error;
+mod kubelet;
 pub mod negotiate;
 pub mod openapi;
 pub(crate) mod protobuf;
@@ -236,10 +237,22 @@ async fn not_found() -> Response {
 
 /// A JSON response.
 pub fn json_response(code: StatusCode, body: bytes::Bytes) -> Response {
-    let mut resp = (code, body).into_response();
+    let mut resp = (code, with_newline(body)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// A JSON body as Kubernetes sends it: ending with a newline (its encoder writes one after
+/// every document). Bodies rendered here end with one already; a stored object is copied once.
+fn with_newline(body: bytes::Bytes) -> bytes::Bytes {
+    if body.last() == Some(&b'\n') {
+        return body;
+    }
+    let mut buf = bytes::BytesMut::with_capacity(body.len() + 1);
+    buf.extend_from_slice(&body);
+    buf.extend_from_slice(b"\n");
+    buf.freeze()
 }

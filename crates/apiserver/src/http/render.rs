@@ -46,7 +46,7 @@ fn list_metadata(out: &ListOutput, with_remaining: bool) -> Value {
 
 /// `{"apiVersion":…,"items":[…],"kind":"<Kind>List","metadata":{…}}`, items copied as bytes.
 pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
-    let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 256;
+    let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 257;
     let mut buf = BytesMut::with_capacity(size);
     buf.put_slice(b"{\"apiVersion\":");
     buf.put_slice(json!(res.api_version()).to_string().as_bytes());
@@ -61,7 +61,7 @@ pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
     buf.put_slice(json!(res.list_kind).to_string().as_bytes());
     buf.put_slice(b",\"metadata\":");
     buf.put_slice(list_metadata(out, true).to_string().as_bytes());
-    buf.put_u8(b'}');
+    buf.put_slice(b"}\n");
     buf.freeze()
 }
 

@@ -333,6 +333,12 @@ async fn resource(
             let part = match sub {
                 None => Some(Part::Main),
                 Some("status") if res.subresources.status => Some(Part::Status),
+                Some("ephemeralcontainers")
+                    if res.subresources.other.contains(&"ephemeralcontainers") =>
+                {
+                    Some(Part::EphemeralContainers)
+                }
+                Some("resize") if res.subresources.other.contains(&"resize") => Some(Part::Resize),
                 _ => None,
             };
             match (part, sub) {
@@ -361,6 +367,14 @@ async fn resource(
                 }
                 (None, Some("binding")) if res.subresources.other.contains(&"binding") => {
                     binding(app, &method, headers, ns, Some(name), body, info).await
+                }
+                (None, Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy")))
+                    if res.subresources.other.contains(&sub) =>
+                {
+                    super::kubelet::serve(app, &method, &res, (ns, name, sub), &info.query).await
+                }
+                (None, Some("eviction")) if res.subresources.other.contains(&"eviction") => {
+                    eviction(app, &method, headers, (ns, name), body, info).await
                 }
                 _ => Err(ApiError::NoSuchPath),
             }
@@ -642,4 +656,31 @@ async fn binding(
         StatusCode::CREATED,
         Bytes::from(status.to_string()),
     ))
+}
+
+/// Serves `POST …/pods/{name}/eviction`: the `Status` the registry answers, with its `code` as
+/// the HTTP status (201 on success).
+async fn eviction(
+    app: &Arc<App>,
+    method: &Method,
+    headers: &HeaderMap,
+    (ns, name): (Option<&str>, &str),
+    body: Body,
+    info: &request::RequestInfo,
+) -> Result<Response, ApiError> {
+    let ns = ns.ok_or(ApiError::NoSuchPath)?;
+    if method != Method::POST {
+        return Err(ApiError::MethodNotAllowed {
+            verb: method.to_string(),
+            resource: "pods/eviction".into(),
+        });
+    }
+    let opts = write_options_of(info, None)?;
+    let obj = body_value(headers, body).await?;
+    let status = app.registry.evict_pod(ns, name, &obj, opts.dry_run).await?;
+    let code = status["code"]
+        .as_u64()
+        .and_then(|c| StatusCode::from_u16(u16::try_from(c).ok()?).ok())
+        .unwrap_or(StatusCode::CREATED);
+    Ok(json_response(code, Bytes::from(status.to_string())))
 }

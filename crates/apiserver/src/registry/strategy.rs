@@ -139,6 +139,15 @@ pub trait Strategy: Send + Sync + 'static {
     fn structural_schema(&self) -> Option<std::sync::Arc<crate::schema::Structural>> {
         None
     }
+
+    /// The grace period a delete gives `obj` before it is removed (Kubernetes'
+    /// `CheckGracefulDelete`), given the request's `gracePeriodSeconds` (never negative here);
+    /// `None` for kinds that are never deleted gracefully. A positive period marks the object
+    /// with `deletionTimestamp` = now + period instead of removing it; 0 removes it at once.
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let _ = (obj, requested);
+        None
+    }
 }
 
 /// Reads a dotted path (`spec.nodeName`) as a string; numbers and booleans as their text.

@@ -240,6 +240,10 @@ impl ApiServer {
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
             tracing::warn!(error = %e, "serving the stored CRDs failed");
         }
+        // Clients watch from revisions they listed, never from before the server started: a
+        // watch from an earlier revision is told it expired, as a Kubernetes API server's
+        // watch cache answers (client tests watch from "1" and expect a 410).
+        registry.store().start_history_here();
         let tasks = TaskTracker::new();
         tasks.spawn(crate::controllers::clusterroles::run(
             registry.clone(),

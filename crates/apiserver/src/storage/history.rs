@@ -4,8 +4,8 @@
 //! becomes visible to watchers once its backend reports it durable (the *published* mark).
 //! Watchers do not own buffers: each keeps a cursor (the last revision it examined) and copies
 //! the next events out of the shared ring when woken. The ring is bounded twice: by a count of
-//! events and by their weight in bytes (an upper bound of the memory they hold), and the oldest
-//! published events are dropped when either bound is passed.
+//! events, by their weight in bytes (an upper bound of the memory they hold) and by their age,
+//! and the oldest published events are dropped when any bound is passed.
 //!
 //! A watcher is woken only by publications to its own resource, but it examines every event
 //! after its cursor, in batches of [`SCAN`] per hold of the lock, until it has caught up with
@@ -24,6 +24,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::watch;
@@ -66,6 +67,8 @@ pub struct WatchEvent {
     /// The object before the change, if it existed.
     pub prev: Option<Stored>,
     line: OnceLock<Bytes>,
+    /// When the change was made (the history drops events by age).
+    at: Instant,
 }
 
 impl WatchEvent {
@@ -84,6 +87,7 @@ impl WatchEvent {
             object,
             prev,
             line: OnceLock::new(),
+            at: Instant::now(),
         }
     }
 
@@ -126,6 +130,8 @@ struct Ring {
     max_bytes: usize,
     /// What the retained events weigh now.
     bytes: usize,
+    /// How old a retained event may be.
+    max_age: Duration,
     /// Every event with a revision at or below this one may be gone from the ring.
     compacted: u64,
     /// The revision the history started at: what came before is not known.
@@ -142,8 +148,14 @@ impl Ring {
     /// Drops the oldest published events while the ring holds more than it may, by count or
     /// by weight; the newest event always stays, so that a watcher can start after it.
     fn trim(&mut self) {
+        let now = Instant::now();
         while self.events.len() > 1
-            && (self.events.len() > self.capacity || self.bytes > self.max_bytes)
+            && (self.events.len() > self.capacity
+                || self.bytes > self.max_bytes
+                || self
+                    .events
+                    .front()
+                    .is_some_and(|e| now.duration_since(e.at) > self.max_age))
         {
             match self.events.front() {
                 Some(front) if front.rv <= self.published => {
@@ -200,9 +212,9 @@ fn resource_of(key: &str) -> Option<&str> {
 
 impl History {
     /// A history that starts at revision `start` and keeps up to `capacity` published events
-    /// weighing up to `max_bytes` (whichever bound is reached first; the newest event is kept
-    /// whatever it weighs).
-    pub(crate) fn new(start: u64, capacity: usize, max_bytes: usize) -> Self {
+    /// weighing up to `max_bytes`, none older than `max_age` (whichever bound is reached
+    /// first; the newest event is kept whatever it weighs and however old it is).
+    pub(crate) fn new(start: u64, capacity: usize, max_bytes: usize, max_age: Duration) -> Self {
         let (tx, _rx) = watch::channel(start);
         History {
             ring: Arc::new(Mutex::new(Ring {
@@ -210,6 +222,7 @@ impl History {
                 capacity: capacity.max(1),
                 max_bytes,
                 bytes: 0,
+                max_age,
                 compacted: start,
                 origin: start,
                 dropped: HashMap::new(),
@@ -279,10 +292,25 @@ impl History {
         self.lock().published
     }
 
+    /// Forgets every published change: readers asking for a revision before now are told it
+    /// expired, as a watch cache initialised from a list at this revision answers them.
+    pub(crate) fn start_here(&self) {
+        let mut ring = self.lock();
+        let published = ring.published;
+        while ring.events.front().is_some_and(|e| e.rv <= published) {
+            if let Some(e) = ring.events.pop_front() {
+                ring.bytes = ring.bytes.saturating_sub(e.weight());
+            }
+        }
+        ring.origin = ring.origin.max(published);
+        ring.compacted = ring.compacted.max(published);
+    }
+
     /// Every change after `rv` (applied, durable or not), oldest first; fails if the ring no
     /// longer reaches back to `rv`.
     pub(crate) fn changes_after(&self, rv: u64) -> Result<Vec<Arc<WatchEvent>>, StorageError> {
-        let ring = self.lock();
+        let mut ring = self.lock();
+        ring.trim();
         if rv < ring.compacted {
             return Err(StorageError::Expired {
                 requested: rv,
@@ -296,7 +324,12 @@ impl History {
     /// A watcher of keys under `prefix`, starting after revision `from`.
     pub(crate) fn watcher(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
         let resource = resource_of(prefix).map(Box::<str>::from);
-        let horizon = self.lock().horizon(resource.as_deref());
+        let horizon = {
+            let mut ring = self.lock();
+            // A quiet server trims by age here too: nobody published since the events aged.
+            ring.trim();
+            ring.horizon(resource.as_deref())
+        };
         if from < horizon {
             return Err(StorageError::Expired {
                 requested: from,
@@ -434,6 +467,9 @@ impl Watcher {
 mod tests {
     use super::*;
 
+    /// No age bound, for the tests of the other bounds.
+    const FOREVER: Duration = Duration::from_secs(1 << 40);
+
     fn event(rv: u64, key: &str) -> Arc<WatchEvent> {
         Arc::new(WatchEvent::new(
             rv,
@@ -446,7 +482,7 @@ mod tests {
 
     #[tokio::test]
     async fn watcher_sees_only_published_events_under_its_prefix() {
-        let h = History::new(0, 100, usize::MAX);
+        let h = History::new(0, 100, usize::MAX, FOREVER);
         let mut w = h.watcher("/a/", 0).expect("watch");
         h.append(event(1, "/a/x"));
         h.append(event(2, "/b/x"));
@@ -464,7 +500,7 @@ mod tests {
 
     #[test]
     fn watcher_behind_the_ring_gets_expired() {
-        let h = History::new(0, 2, usize::MAX);
+        let h = History::new(0, 2, usize::MAX, FOREVER);
         for rv in 1..=5 {
             h.append(event(rv, "/a/x"));
         }
@@ -479,7 +515,7 @@ mod tests {
 
     #[test]
     fn a_slow_watcher_expires_instead_of_holding_events() {
-        let h = History::new(0, 3, usize::MAX);
+        let h = History::new(0, 3, usize::MAX, FOREVER);
         let mut w = h.watcher("/", 0).expect("watch");
         for rv in 1..=10 {
             h.append(event(rv, "/a/x"));
@@ -490,7 +526,7 @@ mod tests {
 
     #[test]
     fn unpublished_events_are_never_trimmed() {
-        let h = History::new(0, 1, usize::MAX);
+        let h = History::new(0, 1, usize::MAX, FOREVER);
         for rv in 1..=4 {
             h.append(event(rv, "/a/x"));
         }
@@ -501,7 +537,7 @@ mod tests {
 
     #[test]
     fn progress_moves_to_the_published_mark_when_idle() {
-        let h = History::new(7, 10, usize::MAX);
+        let h = History::new(7, 10, usize::MAX, FOREVER);
         let mut w = h.watcher("/a/", 7).expect("watch");
         h.append(event(8, "/b/x"));
         h.publish(8, "/a/x");
@@ -511,7 +547,7 @@ mod tests {
 
     #[tokio::test]
     async fn watchers_of_other_resources_are_not_woken() {
-        let h = History::new(0, 100, usize::MAX);
+        let h = History::new(0, 100, usize::MAX, FOREVER);
         let mut cms = h.watcher("/core/configmaps/default/", 0).expect("watch");
         let mut secrets = h.watcher("/core/secrets/", 0).expect("watch");
         h.append(event(1, "/core/secrets/default/s"));
@@ -530,7 +566,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watcher_reads_past_any_number_of_other_resources_events() {
-        let h = History::new(0, 100_000, usize::MAX);
+        let h = History::new(0, 100_000, usize::MAX, FOREVER);
         let mut cms = h.watcher("/core/configmaps/", 0).expect("watch");
         let n = (SCAN * 5) as u64;
         for rv in 1..=n {
@@ -563,7 +599,7 @@ mod tests {
             ))
         };
         let one = big(1).weight();
-        let h = History::new(0, 100, one * 3);
+        let h = History::new(0, 100, one * 3, FOREVER);
         for rv in 1..=10 {
             h.append(big(rv));
             h.publish(rv, "/core/configmaps/default/big");
@@ -573,7 +609,7 @@ mod tests {
         assert_eq!(ring.bytes, one * 3);
         assert_eq!(ring.compacted, 7);
         drop(ring);
-        let h = History::new(0, 100, 1);
+        let h = History::new(0, 100, 1, FOREVER);
         h.append(big(1));
         h.publish(1, "/core/configmaps/default/big");
         assert_eq!(h.changes_after(0).expect("retained").len(), 1);
@@ -581,7 +617,7 @@ mod tests {
 
     #[test]
     fn only_dropped_events_of_its_own_resource_expire_a_watcher() {
-        let h = History::new(0, 4, usize::MAX);
+        let h = History::new(0, 4, usize::MAX, FOREVER);
         let mut cms = h.watcher("/core/configmaps/default/", 0).expect("watch");
         let mut leases = h.watcher("/coordination.k8s.io/leases/", 0).expect("watch");
         for rv in 1..=20 {
@@ -601,6 +637,54 @@ mod tests {
         h.append(event(21, "/core/configmaps/default/c"));
         h.publish(21, "/core/configmaps/default/c");
         assert_eq!(cms.try_next().expect("next").map(|e| e.rv), Some(21));
+    }
+
+    #[test]
+    fn events_older_than_the_age_bound_are_dropped_even_on_a_quiet_server() {
+        let h = History::new(0, 100, usize::MAX, Duration::ZERO);
+        for rv in 1..=3 {
+            h.append(event(rv, "/core/configmaps/default/c"));
+            h.publish(rv, "/core/configmaps/default/c");
+        }
+        // The newest event stays so that a watcher can start after it; the others aged.
+        assert!(matches!(
+            h.changes_after(1),
+            Err(StorageError::Expired {
+                requested: 1,
+                oldest: 2
+            })
+        ));
+        assert!(h.watcher("/core/configmaps/", 1).is_err());
+        assert!(h.watcher("/core/configmaps/", 2).is_ok());
+        assert_eq!(h.changes_after(2).expect("retained").len(), 1);
+    }
+
+    #[test]
+    fn starting_here_expires_every_earlier_revision() {
+        let h = History::new(0, 100, usize::MAX, FOREVER);
+        for rv in 1..=5 {
+            h.append(event(rv, "/core/namespaces/default"));
+            h.publish(rv, "/core/namespaces/default");
+        }
+        h.start_here();
+        assert!(matches!(
+            h.watcher("/core/namespaces/", 1),
+            Err(StorageError::Expired {
+                requested: 1,
+                oldest: 5
+            })
+        ));
+        let mut w = h.watcher("/core/namespaces/", 5).expect("from now");
+        h.append(event(6, "/core/namespaces/other"));
+        h.publish(6, "/core/namespaces/other");
+        assert_eq!(w.try_next().expect("next").map(|e| e.rv), Some(6));
+        let ring = h.lock();
+        assert_eq!(
+            ring.events.len(),
+            1,
+            "only the change after the start is kept"
+        );
+        assert_eq!(ring.bytes, ring.events[0].weight());
     }
 
     #[test]

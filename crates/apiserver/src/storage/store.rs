@@ -33,6 +33,9 @@ pub struct StoreConfig {
     pub history_capacity: usize,
     /// What the watch history may weigh, in bytes (counted as [`WatchEvent::weight`]s).
     pub history_bytes: usize,
+    /// How old a change in the watch history may grow (Kubernetes' API server compacts etcd
+    /// every 5 minutes by default).
+    pub history_age: std::time::Duration,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +43,7 @@ impl Default for StoreConfig {
         StoreConfig {
             history_capacity: 20_000,
             history_bytes: 256 << 20,
+            history_age: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -56,6 +60,13 @@ impl StoreConfig {
     #[must_use]
     pub fn history_bytes(mut self, n: usize) -> Self {
         self.history_bytes = n;
+        self
+    }
+
+    /// Sets how old a change in the watch history may grow.
+    #[must_use]
+    pub fn history_age(mut self, age: std::time::Duration) -> Self {
+        self.history_age = age;
         self
     }
 }
@@ -123,7 +134,12 @@ impl Store {
                 unreadable,
                 rv,
             }),
-            history: History::new(rv, config.history_capacity, config.history_bytes),
+            history: History::new(
+                rv,
+                config.history_capacity,
+                config.history_bytes,
+                config.history_age,
+            ),
             backend,
             compacting: Arc::new(AtomicBool::new(false)),
         }))
@@ -631,6 +647,13 @@ impl Storage for Store {
 }
 
 impl Store {
+    /// Forgets the changes made so far: a watch or list from an earlier revision is told it
+    /// expired (410), as a Kubernetes API server answers for revisions before its watch
+    /// cache was filled. The server calls it once its bootstrap objects are written.
+    pub fn start_history_here(&self) {
+        self.history.start_here();
+    }
+
     /// The revision up to which changes are durable and visible to watchers.
     pub fn published_rv(&self) -> u64 {
         self.history.published()

@@ -248,6 +248,10 @@ impl Strategy for ServiceStrategy {
         decode_typed::<core::Service>(obj)
     }
 
+    fn returns_object_on_delete(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
     }
@@ -494,6 +498,24 @@ impl Strategy for PodStrategy {
 
     fn returns_object_on_delete(&self) -> bool {
         true
+    }
+
+    /// A pod bound to a node and not terminal waits for its kubelet: the request's period,
+    /// else `spec.terminationGracePeriodSeconds`; an unbound or finished pod goes at once.
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let unbound = obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty);
+        let terminal = matches!(
+            obj["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        );
+        if unbound || terminal {
+            return Some(0);
+        }
+        Some(
+            requested
+                .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+                .unwrap_or(0),
+        )
     }
 }
 

@@ -84,6 +84,7 @@ pub(super) fn replication_controller() -> Typed<core::ReplicationController> {
 /// PodTemplates: the template gets the pod defaults.
 pub(super) fn pod_template() -> Typed<core::PodTemplate> {
     Typed::new()
+        .returns_object_on_delete()
         .defaults(|obj| default_pod_spec(&mut obj["template"]["spec"]))
         .validate(|obj| {
             let mut errs = Vec::new();

@@ -111,6 +111,32 @@ impl Strategy for EventsV1Strategy {
     fn allow_create_on_update(&self) -> bool {
         true
     }
+
+    /// Kubernetes' field label conversion for events.k8s.io/v1: the v1 names, read from the
+    /// stored (core) form a selector is matched against.
+    fn field_labels(&self) -> &'static [&'static str] {
+        &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ]
+    }
+
+    fn field_value(&self, obj: &Value, label: &str) -> String {
+        let core = match label.strip_prefix("regarding.") {
+            Some(rest) => format!("involvedObject.{rest}"),
+            None if label == "reportingController" => "reportingComponent".to_string(),
+            None => label.to_string(),
+        };
+        crate::registry::strategy::dotted(obj, &core)
+    }
 }
 
 #[cfg(test)]

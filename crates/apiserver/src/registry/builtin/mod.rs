@@ -5,6 +5,7 @@
 //! decoded, defaulted, validated, stored and watched.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod core;
@@ -25,6 +26,8 @@ pub use policy::SYSTEM_PRIORITY_CLASSES;
 
 use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;
+
+pub(crate) use autoscaling::v2_form as hpa_v2_form;
 
 struct Def {
     group: &'static str,
@@ -177,10 +180,14 @@ pub fn resources() -> Vec<Resource> {
             d.other_subresources = &["finalize"];
             d
         },
-        Def::new("", "Node", "nodes", Arc::new(nodes::NodeStrategy))
-            .cluster()
-            .short(&["no"])
-            .with_status(),
+        {
+            let mut d = Def::new("", "Node", "nodes", Arc::new(nodes::NodeStrategy))
+                .cluster()
+                .short(&["no"])
+                .with_status();
+            d.other_subresources = &["proxy"];
+            d
+        },
         Def::new(
             "",
             "PersistentVolumeClaim",
@@ -203,7 +210,17 @@ pub fn resources() -> Vec<Resource> {
                 .short(&["po"])
                 .in_all()
                 .with_status();
-            d.other_subresources = &["binding"];
+            d.other_subresources = &[
+                "binding",
+                "ephemeralcontainers",
+                "eviction",
+                "resize",
+                "log",
+                "exec",
+                "attach",
+                "portforward",
+                "proxy",
+            ];
             d
         },
         Def::new(
@@ -531,6 +548,7 @@ pub fn resources() -> Vec<Resource> {
         ),
     ];
     let mut out: Vec<Resource> = defs.into_iter().map(Def::build).collect();
+    out.extend(autoscaling::resources());
     out.extend(reviews());
     out
 }

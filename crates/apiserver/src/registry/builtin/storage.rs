@@ -15,6 +15,7 @@ const BINDING_MODES: [&str; 2] = ["Immediate", "WaitForFirstConsumer"];
 /// immutable.
 pub(super) fn storage_class() -> Typed<storage::StorageClass> {
     Typed::new()
+        .returns_object_on_delete()
         .defaults(|obj| {
             default_at(obj, &["reclaimPolicy"], json!("Delete"));
             default_at(obj, &["volumeBindingMode"], json!("Immediate"));

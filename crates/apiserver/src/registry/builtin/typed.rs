@@ -27,6 +27,7 @@ pub(super) struct Typed<T> {
     validate_update: Option<UpdateChecks>,
     field_labels: &'static [&'static str],
     refuse_delete: fn(&str) -> Option<String>,
+    returns_object: bool,
     kind: PhantomData<fn() -> T>,
 }
 
@@ -47,6 +48,7 @@ impl<T> Typed<T> {
             validate_update: None,
             field_labels: &[],
             refuse_delete: |_| None,
+            returns_object: false,
             kind: PhantomData,
         }
     }
@@ -93,6 +95,13 @@ impl<T> Typed<T> {
         self.field_labels = labels;
         self
     }
+
+    /// A completed delete answers with the deleted object, not a `Status` (Kubernetes'
+    /// `ReturnDeletedObject` of the kind's storage).
+    pub(super) fn returns_object_on_delete(mut self) -> Self {
+        self.returns_object = true;
+        self
+    }
 }
 
 impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
@@ -133,6 +142,10 @@ impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
 
     fn refuse_delete(&self, name: &str) -> Option<String> {
         (self.refuse_delete)(name)
+    }
+
+    fn returns_object_on_delete(&self) -> bool {
+        self.returns_object
     }
 }
 

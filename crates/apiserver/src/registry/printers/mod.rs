@@ -33,6 +33,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod coordination;
@@ -45,6 +46,7 @@ mod tests;
 
 use self::core::*;
 use apps::*;
+use autoscaling::*;
 use batch::*;
 use cluster::*;
 use coordination::*;
@@ -241,6 +243,8 @@ enum Printer {
     CronJob,
     /// policy/v1 PodDisruptionBudget.
     PodDisruptionBudget,
+    /// autoscaling/v1 and v2 HorizontalPodAutoscaler.
+    HorizontalPodAutoscaler,
     /// scheduling.k8s.io/v1 PriorityClass.
     PriorityClass,
     /// storage.k8s.io/v1 StorageClass.
@@ -294,6 +298,7 @@ impl Printer {
             ("batch", "Job") => Self::Job,
             ("batch", "CronJob") => Self::CronJob,
             ("policy", "PodDisruptionBudget") => Self::PodDisruptionBudget,
+            ("autoscaling", "HorizontalPodAutoscaler") => Self::HorizontalPodAutoscaler,
             ("scheduling.k8s.io", "PriorityClass") => Self::PriorityClass,
             ("storage.k8s.io", "StorageClass") => Self::StorageClass,
             ("networking.k8s.io", "Ingress") => Self::Ingress,
@@ -333,6 +338,7 @@ impl Printer {
             Self::Job => &JOB,
             Self::CronJob => &CRON_JOB,
             Self::PodDisruptionBudget => &POD_DISRUPTION_BUDGET,
+            Self::HorizontalPodAutoscaler => &HORIZONTAL_POD_AUTOSCALER,
             Self::PriorityClass => &PRIORITY_CLASS,
             Self::StorageClass => &STORAGE_CLASS,
             Self::Ingress => &INGRESS,
@@ -373,6 +379,7 @@ impl Printer {
             Self::Job => job_cells(obj, now).into(),
             Self::CronJob => cron_job_cells(obj, now).into(),
             Self::PodDisruptionBudget => pod_disruption_budget_cells(obj, now).into(),
+            Self::HorizontalPodAutoscaler => horizontal_pod_autoscaler_cells(obj, now).into(),
             Self::PriorityClass => priority_class_cells(obj, now).into(),
             Self::StorageClass => storage_class_cells(obj, now).into(),
             Self::Ingress => ingress_cells(obj, now).into(),

@@ -46,10 +46,7 @@ impl Registry {
             manager,
             force,
             api_version: &api_version,
-            subresource: match part {
-                Part::Main => "",
-                Part::Status => "status",
-            },
+            subresource: part.subresource(),
             lists: schema
                 .as_deref()
                 .map_or(Lists::Builtin(&res.kind), Lists::Custom),
@@ -68,7 +65,7 @@ impl Registry {
                 };
                 self.write_existing_with(target, None, &mut produce, opts, WriteMode::Apply)
                     .await
-            } else if part == Part::Status {
+            } else if part != Part::Main {
                 return Err(ApiError::NotFound {
                     resource: res.group_resource(),
                     name: name.to_string(),
@@ -164,7 +161,7 @@ fn apply_config(
             Part::Main if res.subresources.status => {
                 map.remove("status");
             }
-            Part::Main => {}
+            Part::Main | Part::EphemeralContainers | Part::Resize => {}
         }
         if part == Part::Status
             && let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut)

@@ -71,15 +71,13 @@ impl Registry {
         };
         admission.mutate(&attrs, &mut obj)?;
         let meta = meta_mut(&mut obj);
-        if meta
+        // Kubernetes refuses a resourceVersion in its storage layer, after validation (so an
+        // invalid object is a 422 either way) and not in a dry run (whose storage only checks
+        // that the name is free): the same order here.
+        let version_set = meta
             .get("resourceVersion")
             .and_then(Value::as_str)
-            .is_some_and(|rv| !rv.is_empty())
-        {
-            return Err(ApiError::Internal(
-                "resourceVersion should not be set on objects to be created".into(),
-            ));
-        }
+            .is_some_and(|rv| !rv.is_empty());
         for field in [
             "uid",
             "creationTimestamp",
@@ -118,6 +116,11 @@ impl Registry {
         }
         record_ownership(res, Part::Main, None, &mut obj, applied, None, opts);
         check_depth(res, &name, &obj)?;
+        if version_set && !opts.dry_run {
+            return Err(ApiError::Internal(
+                "resourceVersion should not be set on objects to be created".into(),
+            ));
+        }
         if opts.dry_run {
             if self.storage().get(&res.key(ns, &name)).is_ok() {
                 return Err(ApiError::AlreadyExists {

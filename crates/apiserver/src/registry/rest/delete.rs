@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{DeleteOptions, Deleted, meta_mut, now_rfc3339, set_finalizers};
+use super::{DeleteOptions, Deleted, meta_mut, set_finalizers};
 use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::resource::Resource;
@@ -30,6 +30,8 @@ impl Registry {
             });
         }
         let key = res.key(ns, name);
+        // A negative grace period counts as 1 s on the delete path, as in Kubernetes.
+        let requested = opts.grace_period_seconds.map(|g| if g < 0 { 1 } else { g });
         let mut already: Option<Value> = None;
         let mut dry: Option<Deleted> = None;
         let mut step = |old_stored: Value| -> Update {
@@ -37,14 +39,44 @@ impl Registry {
             // The propagation policy becomes (or swaps) the garbage collector's finalizer.
             let gc_finalizers = opts.gc_finalizers(&old);
             if old.pointer("/metadata/deletionTimestamp").is_some() {
-                let Some(finalizers) = gc_finalizers else {
-                    already = Some(old);
-                    return Update::Abort;
-                };
-                let none_left = finalizers.is_empty() && !res.strategy.held_by_spec(&old);
-                set_finalizers(&mut old, finalizers);
+                let graceful = res
+                    .strategy
+                    .graceful_delete_period(&old, requested)
+                    .is_some();
+                let current = old
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                // A graceful deletion under way may only be shortened.
+                let shorter = requested.filter(|p| graceful && current > 0 && *p < current);
+                if gc_finalizers.is_none() && shorter.is_none() {
+                    let stranded = graceful && current == 0 && !has_finalizers(&old);
+                    if !stranded {
+                        already = Some(old);
+                        return Update::Abort;
+                    }
+                }
+                if let Some(period) = shorter {
+                    let at = shorten(&old, current, period);
+                    let meta = meta_mut(&mut old);
+                    meta.insert("deletionTimestamp".into(), json!(at));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(period));
+                }
+                if let Some(finalizers) = gc_finalizers {
+                    set_finalizers(&mut old, finalizers);
+                }
+                let grace_left = old
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g > 0);
+                let none_left =
+                    !has_finalizers(&old) && !res.strategy.held_by_spec(&old) && !grace_left;
                 if opts.dry_run {
-                    dry = Some(Deleted::Pending(old));
+                    dry = Some(if none_left {
+                        Deleted::Gone(old)
+                    } else {
+                        Deleted::Pending(old)
+                    });
                     return Update::Abort;
                 }
                 let stored = res.strategy.to_stored(old);
@@ -57,24 +89,24 @@ impl Registry {
             if let Some(finalizers) = gc_finalizers {
                 set_finalizers(&mut old, finalizers);
             }
-            let has_finalizers = old
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty());
-            if has_finalizers || res.strategy.held_by_spec(&old) {
+            let grace = res
+                .strategy
+                .graceful_delete_period(&old, requested)
+                .unwrap_or(0);
+            if has_finalizers(&old) || res.strategy.held_by_spec(&old) || grace > 0 {
                 let mut marked = old;
-                let now = now_rfc3339();
+                let at = after_seconds(jiff::Timestamp::now(), grace);
                 {
                     let meta = meta_mut(&mut marked);
-                    meta.insert("deletionTimestamp".into(), json!(now));
-                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    meta.insert("deletionTimestamp".into(), json!(at));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
                     if let Some(g) = meta.get("generation").and_then(Value::as_i64)
                         && g > 0
                     {
                         meta.insert("generation".into(), json!(g + 1));
                     }
                 }
-                res.strategy.prepare_for_delete(&mut marked, &now);
+                res.strategy.prepare_for_delete(&mut marked, &at);
                 if opts.dry_run {
                     dry = Some(Deleted::Pending(marked));
                     return Update::Abort;
@@ -154,4 +186,30 @@ impl Registry {
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok(Deleted::Gone(v))
     }
+}
+
+fn has_finalizers(obj: &Value) -> bool {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// `at` plus `seconds`, in the API's second precision (saturating far in the future).
+fn after_seconds(at: jiff::Timestamp, seconds: i64) -> String {
+    at.checked_add(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(jiff::Timestamp::MAX)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The deletionTimestamp of an object whose grace period shrinks from `current` to `period`
+/// seconds: the deletion was asked at `deletionTimestamp - current`.
+fn shorten(obj: &Value, current: i64, period: i64) -> String {
+    let asked = obj
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .and_then(|t| t.checked_sub(jiff::SignedDuration::from_secs(current)).ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    after_seconds(asked, period)
 }

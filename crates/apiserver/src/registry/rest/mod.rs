@@ -14,6 +14,9 @@
 //! - `scale`: the `scale` subresource, an `autoscaling/v1` `Scale` view of the replicas.
 //! - `finalize`: the namespace `finalize` subresource.
 //! - `binding`: the `pods/binding` subresource and the `bindings` resource.
+//! - `eviction`: the `pods/eviction` subresource, which honours PodDisruptionBudgets.
+//! - `ephemeral`, `resize`: the pod subresources that change only `spec.ephemeralContainers`,
+//!   or only the containers' resources (a [`Part`] each).
 //! - `validate`: the checks every write shares.
 //!
 //! This file holds the small helpers the verbs share.
@@ -24,10 +27,14 @@ mod create;
 mod decode;
 mod delete;
 mod delete_collection;
+mod ephemeral;
+mod eviction;
 mod finalize;
 mod get;
+pub mod kubelet;
 pub mod options;
 mod patch;
+mod resize;
 mod scale;
 mod update;
 mod validate;

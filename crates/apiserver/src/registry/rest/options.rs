@@ -23,6 +23,22 @@ pub enum Part {
     Main,
     /// The `/status` subresource: only status.
     Status,
+    /// A pod's `/ephemeralcontainers` subresource: only `spec.ephemeralContainers`.
+    EphemeralContainers,
+    /// A pod's `/resize` subresource: only its containers' resources and resize policies.
+    Resize,
+}
+
+impl Part {
+    /// The subresource's name (`""` for the main resource), as managedFields record it.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::EphemeralContainers => "ephemeralcontainers",
+            Part::Resize => "resize",
+        }
+    }
 }
 
 /// The object a write addresses.

@@ -23,8 +23,13 @@ impl Registry {
         let Target { res, name, .. } = target;
         let mut warnings = Vec::new();
         let mut produce = |current: &Value| -> Result<Value, ApiError> {
-            let patched = patch.apply(&res.qualified_kind(), current)?;
+            let mut patched = patch.apply(&res.qualified_kind(), current)?;
             check_uid_unchanged(res, name, &patched, current)?;
+            // A patch may not move the object: a changed namespace is a 400, as for a PUT.
+            let ns = current
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str);
+            self.settle_namespace(res, &mut patched, ns)?;
             self.decode_body(res, patched, opts.field_validation, &mut warnings)
         };
         let mut reply = self

@@ -177,10 +177,7 @@ pub(super) fn record_ownership(
     let Some(manager) = opts.field_manager.as_deref() else {
         return;
     };
-    let subresource = match part {
-        Part::Main => "",
-        Part::Status => "status",
-    };
+    let subresource = part.subresource();
     let schema = res.strategy.structural_schema();
     let lists = schema
         .as_deref()

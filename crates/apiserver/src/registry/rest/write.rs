@@ -70,7 +70,12 @@ impl Registry {
                     Update::Abort
                 }
                 Ok(new) => {
-                    let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+                    // A pod in its grace period waits for its kubelet's delete.
+                    let deleting = new.pointer("/metadata/deletionTimestamp").is_some()
+                        && new
+                            .pointer("/metadata/deletionGracePeriodSeconds")
+                            .and_then(Value::as_i64)
+                            .is_none_or(|g| g <= 0);
                     let no_finalizers = new
                         .pointer("/metadata/finalizers")
                         .and_then(Value::as_array)
@@ -173,6 +178,12 @@ impl Registry {
             _ => {}
         }
         let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        // A pod's ephemeralcontainers and resize subresources change one part of the spec.
+        match part {
+            Part::EphemeralContainers => new = super::ephemeral::narrow(&new, old),
+            Part::Resize => new = super::resize::narrow(&new, old),
+            Part::Main | Part::Status => {}
+        }
         if part == Part::Status {
             let status = new.get("status").cloned();
             new = old.clone();
@@ -266,7 +277,21 @@ impl Registry {
         if part == Part::Main {
             res.strategy.prepare_for_update(&mut new, old);
         }
-        self.validate_object(res, &new, Some(old), warnings)?;
+        match part {
+            Part::EphemeralContainers => {
+                let causes = super::ephemeral::validate(&new, old);
+                if !causes.is_empty() {
+                    return Err(Self::invalid(res, name, causes));
+                }
+            }
+            Part::Resize => {
+                let causes = super::resize::validate(&new, old);
+                if !causes.is_empty() {
+                    return Err(Self::invalid(res, name, causes));
+                }
+            }
+            Part::Main | Part::Status => self.validate_object(res, &new, Some(old), warnings)?,
+        }
         admission.validate(&attrs, &new)?;
         if res.strategy.tracks_generation()
             && part == Part::Main

@@ -1,0 +1,373 @@
+//! kore-controller-manager: Kubernetes' built-in workload controllers, written on
+//! kore-runtime and talking to the API server only through `kube::Client`, so they run
+//! against kore-apiserver or any Kubernetes API server.
+//!
+//! - [`replicaset`]: keeps `replicas` pods per ReplicaSet.
+//! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
+//! - [`job`]: runs pods to completion.
+//!
+//! [`ControllerManager`] registers the controllers `--controllers` enables on one
+//! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
+//! them) and leader election on the Lease `kube-system/kube-controller-manager`, as
+//! kube-controller-manager. [`run`] is the whole process. [`expectations`] is what keeps a
+//! lagging cache from creating or deleting twice. The design, and every deliberate
+//! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
+
+pub mod deployment;
+pub mod error;
+pub mod expectations;
+pub mod job;
+pub mod ownership;
+pub mod pods;
+pub mod replicaset;
+pub mod selector;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kore_runtime::events::{Event, EventType, Recorder, Reporter};
+use kore_runtime::manager::LeaseConfig;
+use kore_runtime::metrics::Metrics;
+use kore_runtime::{CachedClient, Controller, InformerConfig, Manager, SharedInformer};
+
+pub use error::SyncError;
+
+/// The Lease kube-controller-manager elects its leader on: `kube-system/kube-controller-manager`.
+pub const LEASE_NAMESPACE: &str = "kube-system";
+/// The Lease's name.
+pub const LEASE_NAME: &str = "kube-controller-manager";
+
+/// The cache index of objects by namespace.
+pub(crate) const BY_NAMESPACE: &str = "namespace";
+/// The cache index of objects by the UID of their controller owner.
+pub(crate) const BY_CONTROLLER: &str = "controller-uid";
+
+/// Every controller this crate has, by its kube-controller-manager name and short alias.
+pub const CONTROLLERS: [(&str, &str); 3] = [
+    (replicaset::NAME, "replicaset"),
+    (deployment::NAME, "deployment"),
+    (job::NAME, "job"),
+];
+
+/// Why the controller manager could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `--controllers` names a controller this crate does not have; fix the flag.
+    #[error("{0:?} is not in the list of known controllers")]
+    UnknownController(String),
+    /// The manager stopped with an error (a lost Lease, a failed component); exit non-zero.
+    #[error("the manager stopped")]
+    Manager(#[from] kore_runtime::manager::Error),
+}
+
+/// How the controller manager runs; see [`run`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// Which controllers run, as kube-controller-manager's `--controllers`: `*` for all of
+    /// them, `name` to turn one on, `-name` to turn one off (default `["*"]`).
+    pub controllers: Vec<String>,
+    /// Whether to elect a leader on the Lease `kube-system/kube-controller-manager`
+    /// (default true, `--leader-elect`).
+    pub leader_elect: bool,
+    /// This instance's identity in the Lease (default: the hostname and a random suffix).
+    pub identity: Option<String>,
+    /// The Lease's duration (15 s, `--leader-elect-lease-duration`).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew (10 s, `--leader-elect-renew-deadline`).
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew (2 s, `--leader-elect-retry-period`).
+    pub retry_period: Duration,
+    /// Concurrent ReplicaSet syncs (5, `--concurrent-replicaset-syncs`).
+    pub concurrent_replicaset_syncs: usize,
+    /// Concurrent Deployment syncs (5, `--concurrent-deployment-syncs`).
+    pub concurrent_deployment_syncs: usize,
+    /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
+    pub concurrent_job_syncs: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            controllers: vec!["*".into()],
+            leader_elect: true,
+            identity: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            concurrent_replicaset_syncs: 5,
+            concurrent_deployment_syncs: 5,
+            concurrent_job_syncs: 5,
+        }
+    }
+}
+
+impl Options {
+    /// Runs the controllers `list` enables (`--controllers`).
+    #[must_use]
+    pub fn controllers<S: Into<String>>(mut self, list: impl IntoIterator<Item = S>) -> Self {
+        self.controllers = list.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Turns leader election on or off.
+    #[must_use]
+    pub fn leader_elect(mut self, on: bool) -> Self {
+        self.leader_elect = on;
+        self
+    }
+
+    /// Sets this instance's identity in the Lease.
+    #[must_use]
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// Sets the Lease's duration, renew deadline and retry period.
+    #[must_use]
+    pub fn lease_timing(mut self, duration: Duration, renew: Duration, retry: Duration) -> Self {
+        self.lease_duration = duration;
+        self.renew_deadline = renew;
+        self.retry_period = retry;
+        self
+    }
+
+    /// The Lease configuration these options describe.
+    pub fn lease(&self) -> LeaseConfig {
+        let mut lease = LeaseConfig::new(LEASE_NAMESPACE, LEASE_NAME)
+            .lease_duration(self.lease_duration)
+            .renew_deadline(self.renew_deadline)
+            .retry_period(self.retry_period);
+        if let Some(id) = &self.identity {
+            lease = lease.identity(id.clone());
+        }
+        lease
+    }
+
+    /// Whether the controller `name` (full name or alias) runs, as kube-controller-manager
+    /// decides: an explicit `name` or `-name` wins, then `*` turns on every controller.
+    pub fn is_enabled(&self, name: &str) -> bool {
+        let names = names_of(name);
+        for entry in &self.controllers {
+            if names.contains(&entry.as_str()) {
+                return true;
+            }
+            if let Some(off) = entry.strip_prefix('-')
+                && names.contains(&off)
+            {
+                return false;
+            }
+        }
+        self.controllers.iter().any(|c| c == "*")
+    }
+
+    /// Checks that every entry names a known controller (or is `*`).
+    pub fn validate(&self) -> Result<(), Error> {
+        for entry in &self.controllers {
+            let name = entry.strip_prefix('-').unwrap_or(entry);
+            if name != "*" && !CONTROLLERS.iter().any(|(n, a)| *n == name || *a == name) {
+                return Err(Error::UnknownController(entry.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn names_of(name: &str) -> [&'static str; 2] {
+    CONTROLLERS
+        .iter()
+        .find(|(n, a)| *n == name || *a == name)
+        .map_or(["", ""], |(n, a)| [*n, *a])
+}
+
+/// The informers the controllers share, with the indexes they query.
+#[derive(Debug, Clone)]
+pub(crate) struct Caches {
+    pub(crate) pods: SharedInformer<Pod>,
+    pub(crate) replicasets: SharedInformer<ReplicaSet>,
+}
+
+impl Caches {
+    fn new(manager: &Manager) -> Self {
+        let pods = manager.informers().get::<Pod>(InformerConfig::default());
+        let replicasets = manager
+            .informers()
+            .get::<ReplicaSet>(InformerConfig::default());
+        add_indexes(&pods);
+        add_indexes(&replicasets);
+        Caches { pods, replicasets }
+    }
+}
+
+fn add_indexes<K: kore_runtime::informer::Informable>(informer: &SharedInformer<K>) {
+    informer.add_index(BY_NAMESPACE, |obj: &K| {
+        obj.meta().namespace.clone().into_iter().collect()
+    });
+    informer.add_index(BY_CONTROLLER, |obj: &K| {
+        pods::controller_ref(obj.meta())
+            .map(|r| r.uid.clone())
+            .into_iter()
+            .collect()
+    });
+}
+
+/// Registers controllers on a [`Manager`]: the ones [`Options::controllers`] enables, with
+/// shared caches. Use it to embed the controllers in a process of one's own; [`run`] is the
+/// whole kube-controller-manager-like process.
+#[derive(Debug)]
+pub struct ControllerManager {
+    options: Options,
+}
+
+impl ControllerManager {
+    /// A controller manager with `options`; fails on an unknown controller name.
+    pub fn new(options: Options) -> Result<Self, Error> {
+        options.validate()?;
+        Ok(ControllerManager { options })
+    }
+
+    /// Adds the enabled controllers to `manager`, reporting to `metrics` (which the caller
+    /// registers in the manager's registry). Returns their names.
+    pub fn register(&self, manager: &mut Manager, metrics: &Metrics) -> Vec<&'static str> {
+        let caches = Caches::new(manager);
+        let client = manager.client();
+        let mut started = Vec::new();
+        if self.options.is_enabled(replicaset::NAME) {
+            let builder = Controller::for_::<ReplicaSet>(manager.informers())
+                .named(replicaset::NAME)
+                .owns::<Pod>()
+                .watches::<Pod>(replicaset::orphan_mapper(caches.replicasets.store()))
+                .max_concurrent_reconciles(self.options.concurrent_replicaset_syncs)
+                .metrics(metrics.clone());
+            let reconciler = replicaset::ReplicaSetReconciler::new(
+                client.clone(),
+                caches.pods.store(),
+                CachedClient::new(client.clone(), caches.replicasets.clone()),
+                recorder(&client, replicaset::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(replicaset::NAME);
+        }
+        if self.options.is_enabled(deployment::NAME) {
+            let deployments = manager
+                .informers()
+                .get::<Deployment>(InformerConfig::default());
+            add_indexes(&deployments);
+            let builder = Controller::for_::<Deployment>(manager.informers())
+                .named(deployment::NAME)
+                .owns::<ReplicaSet>()
+                .watches::<ReplicaSet>(deployment::orphan_mapper(deployments.store()))
+                .watches::<Pod>(deployment::pod_mapper(
+                    deployments.store(),
+                    caches.replicasets.store(),
+                ))
+                .max_concurrent_reconciles(self.options.concurrent_deployment_syncs)
+                .metrics(metrics.clone());
+            let reconciler = deployment::DeploymentReconciler::new(
+                client.clone(),
+                CachedClient::new(client.clone(), deployments),
+                CachedClient::new(client.clone(), caches.replicasets.clone()),
+                caches.pods.store(),
+                recorder(&client, deployment::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(deployment::NAME);
+        }
+        if self.options.is_enabled(job::NAME) {
+            let jobs = manager.informers().get::<Job>(InformerConfig::default());
+            add_indexes(&jobs);
+            let builder = Controller::for_::<Job>(manager.informers())
+                .named(job::NAME)
+                .owns::<Pod>()
+                .max_concurrent_reconciles(self.options.concurrent_job_syncs)
+                .metrics(metrics.clone());
+            let reconciler = job::JobReconciler::new(
+                client.clone(),
+                CachedClient::new(client.clone(), jobs),
+                caches.pods.store(),
+                recorder(&client, job::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(job::NAME);
+        }
+        started
+    }
+}
+
+fn recorder(client: &kube::Client, name: &str) -> Recorder {
+    Recorder::new(client.clone(), Reporter::new(name))
+}
+
+/// Runs the controller manager until SIGINT or SIGTERM: a [`Manager`] with leader election on
+/// `kube-system/kube-controller-manager` (unless turned off) running the enabled controllers.
+/// This is the entry point a `kore controller-manager` command or `kore up` calls.
+pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
+    let cm = ControllerManager::new(options)?;
+    let mut builder = Manager::builder(client);
+    if cm.options.leader_elect {
+        builder = builder.leader_election(cm.options.lease());
+    }
+    let mut manager = builder.build();
+    let metrics = Metrics::new();
+    metrics.register(manager.registry_mut());
+    let names = cm.register(&mut manager, &metrics);
+    tracing::info!(controllers = ?names, "starting controllers");
+    manager.run().await?;
+    Ok(())
+}
+
+/// Publishes an event in the background: events are best-effort, and a sync does not wait
+/// for them.
+pub(crate) fn publish(
+    recorder: &Recorder,
+    regarding: ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let recorder = recorder.clone();
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        action: action.into(),
+        note: Some(note),
+        related: None,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &regarding).await {
+            tracing::debug!(error = %e, "publishing an event failed");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_flag_works_as_kube_controller_managers() {
+        let all = Options::default();
+        assert!(all.is_enabled("replicaset") && all.is_enabled(deployment::NAME));
+        let no_jobs = Options::default().controllers(["*", "-job"]);
+        assert!(!no_jobs.is_enabled(job::NAME) && no_jobs.is_enabled("deployment"));
+        let only = Options::default().controllers(["replicaset-controller"]);
+        assert!(only.is_enabled("replicaset") && !only.is_enabled("deployment"));
+        assert!(
+            Options::default()
+                .controllers(["bogus"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            Options::default()
+                .controllers(["-job", "*"])
+                .validate()
+                .is_ok()
+        );
+    }
+}

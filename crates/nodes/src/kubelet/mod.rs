@@ -1,0 +1,325 @@
+//! Simulated kubelets: one controller (on kore-runtime) drives every pod bound to a simulated
+//! node, that is a Node annotated `kore.dev/simulated: "true"` (as [`NodeSet`](crate::NodeSet)
+//! registers them) or `kwok.x-k8s.io/node: fake`. What it writes, stage by stage, is
+//! [`lifecycle::next_step`]; this module reads the pod and its node, hands out pod IPs from
+//! the node's `podCIDR`, and makes the API calls.
+//!
+//! Pods on other nodes, and pods whose node is gone, are left as they are (the node lifecycle
+//! controller is not part of this crate).
+
+pub mod lifecycle;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kore_runtime::controller::{Action, Controller, ReconcileError, Reconciler, Request};
+use kore_runtime::{Informers, Store};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use self::lifecycle::{Memory, Placement, Step, next_step};
+
+/// The annotation that marks a Node as simulated by kore.
+pub const SIMULATED: &str = "kore.dev/simulated";
+/// kwok's annotation of a fake Node, honoured too.
+pub const KWOK_NODE: &str = "kwok.x-k8s.io/node";
+/// The field manager of the kubelets' writes.
+pub const MANAGER: &str = "kore-kubelet";
+
+/// How simulated pods behave.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    /// From acknowledged (`ContainerCreating`) to `Running` (default 0).
+    pub start_delay: Duration,
+    /// How long stopping containers takes on a graceful delete (at most the grace period;
+    /// default 100 ms).
+    pub stop_time: Duration,
+    /// How long a Job's pod runs before it completes, when it carries no
+    /// [`lifecycle::EXIT_AFTER`] annotation (default 1 s).
+    pub job_run_time: Duration,
+    /// How many pods are handled at once.
+    pub workers: usize,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            start_delay: Duration::ZERO,
+            stop_time: Duration::from_millis(100),
+            job_run_time: Duration::from_secs(1),
+            workers: 16,
+        }
+    }
+}
+
+/// Pod IPs handed out per node.
+#[derive(Default)]
+struct Addresses {
+    /// node → host numbers in use within its podCIDR.
+    used: HashMap<String, BTreeSet<u32>>,
+    /// pod uid → (node, host number).
+    by_pod: HashMap<String, (String, u32)>,
+}
+
+/// The kubelets' reconciler.
+pub struct Kubelets {
+    client: kube::Client,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    config: KubeletConfig,
+    addresses: Mutex<Addresses>,
+    /// pod uid → the exact times of this kubelet's writes.
+    memory: Mutex<HashMap<String, Memory>>,
+}
+
+impl std::fmt::Debug for Kubelets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kubelets")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a step failed; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A status write or delete failed.
+    #[error("kubelet write failed: {0}")]
+    Write(#[from] kube::Error),
+}
+
+fn is_simulated(node: &Node) -> bool {
+    node.metadata.annotations.as_ref().is_some_and(|a| {
+        a.get(SIMULATED).is_some_and(|v| v == "true")
+            || a.get(KWOK_NODE).is_some_and(|v| v == "fake")
+    })
+}
+
+fn internal_ip(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone())
+        .unwrap_or_default()
+}
+
+/// The network and size of an IPv4 CIDR (`10.244.3.0/24`).
+fn parse_cidr(cidr: &str) -> Option<(u32, u32)> {
+    let (addr, bits) = cidr.split_once('/')?;
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let bits: u32 = bits.parse().ok()?;
+    if !(8..=30).contains(&bits) {
+        return None;
+    }
+    Some((u32::from(addr), 1u32 << (32 - bits)))
+}
+
+impl Kubelets {
+    /// The kubelets' controller: watches pods (and nodes) through `informers`; run it, or add
+    /// it to a manager.
+    pub fn controller(informers: &Informers, config: KubeletConfig) -> Controller<Pod, Kubelets> {
+        let nodes = informers.get::<Node>(Default::default()).store();
+        let kubelets = Kubelets {
+            client: informers.client(),
+            nodes,
+            pods: informers.get::<Pod>(Default::default()).store(),
+            addresses: Mutex::new(Addresses::default()),
+            memory: Mutex::new(HashMap::new()),
+            config: config.clone(),
+        };
+        Controller::for_::<Pod>(informers)
+            .named(MANAGER)
+            .max_concurrent_reconciles(config.workers.max(1))
+            .build(kubelets)
+    }
+
+    /// The pod's IP: the one it has, else the lowest free host of its node's podCIDR.
+    fn pod_ip(&self, pod: &Pod, node: &Node) -> String {
+        if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) {
+            return ip;
+        }
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let cidr = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_cidr.as_deref())
+            .and_then(parse_cidr);
+        let Some((base, size)) = cidr else {
+            return internal_ip(node);
+        };
+        let mut a = self
+            .addresses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, host)) = a.by_pod.get(&uid) {
+            return Ipv4Addr::from(base + host).to_string();
+        }
+        if !a.used.contains_key(&node_name) {
+            // First pod on this node since start: learn the addresses already handed out.
+            let taken: BTreeSet<u32> = self
+                .pods
+                .list()
+                .iter()
+                .filter(|p| {
+                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_name)
+                })
+                .filter_map(|p| {
+                    p.status
+                        .as_ref()?
+                        .pod_ip
+                        .as_deref()?
+                        .parse::<Ipv4Addr>()
+                        .ok()
+                })
+                .map(|ip| u32::from(ip).wrapping_sub(base))
+                .collect();
+            a.used.insert(node_name.clone(), taken);
+        }
+        let used = a.used.entry(node_name.clone()).or_default();
+        // .0 is the network, .1 the node's bridge, the last the broadcast.
+        let host = (2..size.saturating_sub(1))
+            .find(|h| !used.contains(h))
+            .unwrap_or(2);
+        used.insert(host);
+        a.by_pod.insert(uid, (node_name, host));
+        Ipv4Addr::from(base + host).to_string()
+    }
+
+    fn release(&self, uid: &str) {
+        let mut a = self
+            .addresses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((node, host)) = a.by_pod.remove(uid)
+            && let Some(used) = a.used.get_mut(&node)
+        {
+            used.remove(&host);
+        }
+    }
+
+    async fn write_status(&self, pod: &Pod, status: Value) -> Result<(), kube::Error> {
+        let api: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let mut patch = json!({"status": status});
+        // The write applies to this pod only, not to a new one of the same name.
+        patch["metadata"] = json!({"uid": pod.metadata.uid});
+        api.patch_status(
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_now(&self, pod: &Pod) -> Result<(), kube::Error> {
+        let api: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let mut dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        dp.preconditions = Some(kube::api::Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        });
+        match api
+            .delete(pod.metadata.name.as_deref().unwrap_or_default(), &dp)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn gone_ok(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409) => Ok(()),
+        other => other,
+    }
+}
+
+impl Reconciler<Pod> for Kubelets {
+    type Error = Error;
+
+    async fn reconcile(&self, request: Request<Pod>) -> Result<Action, ReconcileError<Error>> {
+        let Some(pod) = request.object() else {
+            if let Some(uid) = request.last_state().and_then(|p| p.metadata.uid.clone()) {
+                self.release(&uid);
+                self.memory
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&uid);
+            }
+            return Ok(Action::done());
+        };
+        let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            return Ok(Action::done());
+        };
+        let Some(node) = self.nodes.get(&kore_runtime::ObjectKey::cluster(node_name)) else {
+            return Ok(Action::done());
+        };
+        if !is_simulated(&node) {
+            return Ok(Action::done());
+        }
+        let placement = Placement {
+            host_ip: internal_ip(&node),
+            pod_ip: String::new(),
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let memory = self
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&uid)
+            .copied()
+            .unwrap_or_default();
+        let step = next_step(&pod, &placement, &self.config, now, memory);
+        let after = |d: Option<Duration>| match d {
+            Some(d) => Action::requeue_after(d),
+            None => Action::done(),
+        };
+        match step {
+            Step::Nothing => Ok(Action::done()),
+            Step::Wait(d) => Ok(Action::requeue_after(d)),
+            Step::Delete => {
+                self.delete_now(&pod).await.map_err(Error::from)?;
+                Ok(Action::done())
+            }
+            Step::StopAndDelete(status) => {
+                gone_ok(self.write_status(&pod, status).await).map_err(Error::from)?;
+                self.delete_now(&pod).await.map_err(Error::from)?;
+                Ok(Action::done())
+            }
+            Step::Write(mut status, next) => {
+                if status.get("podIP").is_some() {
+                    let ip = self.pod_ip(&pod, &node);
+                    status["podIP"] = json!(ip);
+                    status["podIPs"] = json!([{"ip": ip}]);
+                }
+                let stage = status["phase"].as_str().map(String::from);
+                gone_ok(self.write_status(&pod, status).await).map_err(Error::from)?;
+                let mut memories = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+                let m = memories.entry(uid).or_default();
+                match stage.as_deref() {
+                    Some("Pending") => m.acknowledged = Some(now),
+                    Some("Running") if m.started.is_none() => m.started = Some(now),
+                    _ => {}
+                }
+                Ok(after(next))
+            }
+        }
+    }
+}

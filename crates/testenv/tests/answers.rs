@@ -1,0 +1,305 @@
+//! Answers shaped as Kubernetes shapes them, each found by a real client's test suite
+//! (issue 12): the status codes and events a client sees for the same request.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kore_testenv::TestEnv;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn cm(value: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(value).expect("a ConfigMap")
+}
+
+fn api_status(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_resource_version_on_create_is_refused_after_validation_and_not_in_a_dry_run() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+
+    // Dry run: Kubernetes' dry-run storage only checks that the name is free.
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = cms
+        .create(
+            &dry,
+            &cm(json!({"metadata": {"name": "a", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect("a dry-run create with a resourceVersion is answered 201");
+    assert_eq!(answered.metadata.name.as_deref(), Some("a"));
+    assert!(
+        cms.get_opt("a").await.expect("get").is_none(),
+        "nothing stored"
+    );
+
+    // An invalid object is a 422 whether or not it carries a resourceVersion.
+    let invalid = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "Not_Valid", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect_err("invalid name");
+    let status = api_status(invalid);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+
+    // A valid object with a resourceVersion is refused by storage, as in Kubernetes.
+    let refused = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "b", "resourceVersion": "7"}})),
+        )
+        .await
+        .expect_err("resourceVersion set");
+    let status = api_status(refused);
+    assert_eq!(status.code, 500);
+    assert!(
+        status.message.contains("resourceVersion should not be set"),
+        "{}",
+        status.message
+    );
+    assert!(cms.get_opt("b").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn a_watch_from_before_the_server_started_is_told_it_expired() {
+    let env = TestEnv::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": "c"}})),
+        )
+        .await
+        .expect("create");
+    let rv: u64 = created
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion");
+
+    // From "1": the server's own start-up writes came before its history starts.
+    let mut stream = cms
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("watch")
+        .boxed();
+    match stream.try_next().await.expect("an event") {
+        Some(WatchEvent::Error(e)) => {
+            assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+            assert!(
+                e.message.starts_with("too old resource version: 1 ("),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+
+    // From a revision written after the start, the change is replayed.
+    let mut stream = cms
+        .watch(&WatchParams::default(), &(rv - 1).to_string())
+        .await
+        .expect("watch")
+        .boxed();
+    match stream.try_next().await.expect("an event") {
+        Some(WatchEvent::Added(got)) => assert_eq!(got.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected the ADDED event of c, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_kind_whose_storage_returns_the_object_answers_with_it() {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+    use kube::api::DeleteParams;
+    let env = TestEnv::start().await.expect("start");
+    let services: Api<Service> = Api::default_namespaced(env.client());
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"ports": [{"port": 80}]}
+            }))
+            .expect("a Service"),
+        )
+        .await
+        .expect("create");
+    let answer = services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleted = answer.left().expect("the deleted Service, not a Status");
+    assert_eq!(deleted.metadata.name.as_deref(), Some("web"));
+
+    let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(env.client());
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}
+            }))
+            .expect("a PVC"),
+        )
+        .await
+        .expect("create");
+    let answer = claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(answer.is_left(), "the deleted claim, not a Status");
+
+    // A ConfigMap's storage answers with a Status.
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    let answer = cms
+        .delete("c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(answer.is_right(), "a Success Status");
+}
+
+#[tokio::test]
+async fn a_json_patch_may_not_move_an_object_to_another_namespace() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    let patch = json!([
+        {"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}
+    ]);
+    let request = http::Request::patch("/api/v1/namespaces/default/configmaps/c")
+        .header("content-type", "application/json-patch+json")
+        .body(patch.to_string().into_bytes())
+        .expect("a request");
+    let refused = client
+        .request::<ConfigMap>(request)
+        .await
+        .expect_err("the namespace may not change");
+    let status = api_status(refused);
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        status.message.contains("does not match the namespace"),
+        "{}",
+        status.message
+    );
+    let kept = cms.get("c").await.expect("still in default");
+    assert_eq!(kept.metadata.namespace.as_deref(), Some("default"));
+}
+
+#[tokio::test]
+async fn every_json_answer_ends_with_a_newline() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({"metadata": {"name": "c"}})),
+    )
+    .await
+    .expect("create");
+    for path in [
+        "/api/v1/namespaces/default/configmaps/c",
+        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/configmaps/missing",
+        "/api",
+        "/apis",
+    ] {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a request");
+        let response = client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .expect("an answer");
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("the body")
+            .to_bytes();
+        assert_eq!(body.last(), Some(&b'\n'), "{path}");
+        assert_ne!(
+            body.get(body.len().saturating_sub(2)),
+            Some(&b'\n'),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn events_v1_lists_select_by_their_own_field_names() {
+    use kube::api::{DynamicObject, ListParams};
+    let env = TestEnv::start().await.expect("start");
+    let v1 = kube::discovery::ApiResource {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "events.k8s.io/v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let events: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &v1);
+    for (name, pod, reason, controller) in [
+        ("e1", "p1", "Started", "kubelet"),
+        ("e2", "p2", "Killing", "kubelet"),
+        ("e3", "p1", "Scheduled", "default-scheduler"),
+    ] {
+        let ev: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reason": reason, "action": "Act",
+            "reportingController": controller, "reportingInstance": "i", "type": "Normal",
+            "regarding": {"kind": "Pod", "name": pod, "namespace": "default"}
+        }))
+        .expect("an event");
+        events
+            .create(&PostParams::default(), &ev)
+            .await
+            .expect("create");
+    }
+    let names = |list: kube::core::ObjectList<DynamicObject>| {
+        let mut n: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|e| e.metadata.name)
+            .collect();
+        n.sort();
+        n
+    };
+    for (selector, expected) in [
+        ("regarding.name=p1", vec!["e1", "e3"]),
+        ("regarding.kind=Pod,reason=Killing", vec!["e2"]),
+        ("reportingController=default-scheduler", vec!["e3"]),
+        ("type=Normal,regarding.name!=p1", vec!["e2"]),
+    ] {
+        let got = events
+            .list(&ListParams::default().fields(selector))
+            .await
+            .expect(selector);
+        assert_eq!(names(got), expected, "{selector}");
+    }
+    let refused = events
+        .list(&ListParams::default().fields("involvedObject.name=p1"))
+        .await
+        .expect_err("core names are not events.k8s.io/v1's");
+    assert_eq!(api_status(refused).code, 400);
+}
