@@ -13,7 +13,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
@@ -108,8 +108,14 @@ async fn priority_classes() {
         )
         .await
         .expect_err("value is immutable");
-    assert_invalid(err, "value", "field is immutable");
-    let (columns, rows) = table(&env, "/apis/scheduling.k8s.io/v1/priorityclasses").await;
+    // Kubernetes words this one as Forbidden, on the Go field name.
+    assert_invalid(err, "Value", "may not be changed in an update.");
+    // Besides the two system classes every server has.
+    let (columns, rows) = table(
+        &env,
+        "/apis/scheduling.k8s.io/v1/priorityclasses?fieldSelector=metadata.name%3Dhigh",
+    )
+    .await;
     assert_eq!(
         columns,
         ["Name", "Value", "Global-Default", "Age", "PreemptionPolicy"]
@@ -275,9 +281,10 @@ async fn endpoint_slices() {
         )
         .await
         .expect("create");
+    // Besides the `kubernetes` slice every server keeps.
     let (columns, rows) = table(
         &env,
-        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?fieldSelector=metadata.name%21%3Dkubernetes",
     )
     .await;
     assert_eq!(
@@ -301,14 +308,14 @@ async fn storage_classes_and_csi_drivers() {
     };
     crud(&classes, &sc("tmp"), json!({"allowVolumeExpansion": true})).await;
     let created = classes
-        .create(&PostParams::default(), &sc("standard"))
+        .create(&PostParams::default(), &sc("local"))
         .await
         .expect("create");
     assert_eq!(created.reclaim_policy.as_deref(), Some("Delete"));
     assert_eq!(created.volume_binding_mode.as_deref(), Some("Immediate"));
     let err = classes
         .patch(
-            "standard",
+            "local",
             &PatchParams::default(),
             &Patch::Merge(json!({"parameters": {"x": "y"}})),
         )
@@ -316,7 +323,12 @@ async fn storage_classes_and_csi_drivers() {
         .expect_err("parameters are immutable");
     let status = builtin_common::api_error(err);
     assert_eq!(status.code, 422, "{status:?}");
-    let (columns, rows) = table(&env, "/apis/storage.k8s.io/v1/storageclasses").await;
+    // Besides the default `standard` every server has.
+    let (columns, rows) = table(
+        &env,
+        "/apis/storage.k8s.io/v1/storageclasses?fieldSelector=metadata.name%3Dlocal",
+    )
+    .await;
     assert_eq!(
         columns,
         [
@@ -328,7 +340,7 @@ async fn storage_classes_and_csi_drivers() {
             "Age"
         ]
     );
-    assert_eq!(cell(&columns, &rows, "Name"), "standard (default)");
+    assert_eq!(cell(&columns, &rows, "Name"), "local (default)");
 
     let drivers: Api<CSIDriver> = Api::all(env.client());
     let created = crud(
@@ -448,4 +460,187 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
         "webhooks[0].sideEffects",
         "must specify one of None, NoneOnDryRun",
     );
+}
+
+/// The deeper rules of `pkg/apis/{policy,networking,storage}/validation` that clients hit.
+#[tokio::test]
+async fn deeper_validation_of_budgets_ingresses_policies_and_storage() {
+    let env = TestEnv::start().await.expect("start");
+    let pdbs: Api<PodDisruptionBudget> = Api::default_namespaced(env.client());
+    let err = pdbs
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "over"}, "spec": {"maxUnavailable": "101%"}})),
+        )
+        .await
+        .expect_err("more than 100%");
+    assert_invalid(err, "spec.maxUnavailable", "must not be greater than 100%");
+    pdbs.create(
+        &PostParams::default(),
+        &from(json!({"metadata": {"name": "all"}, "spec": {"minAvailable": "100%"}})),
+    )
+    .await
+    .expect("100% is allowed");
+
+    let ings: Api<Ingress> = Api::default_namespaced(env.client());
+    let ing = |name: &str, host: &str, path: &str, backend: Value| -> Ingress {
+        from(
+            json!({"metadata": {"name": name}, "spec": {"rules": [{"host": host,
+            "http": {"paths": [{"path": path, "pathType": "Prefix", "backend": backend}]}}]}}),
+        )
+    };
+    let web = json!({"service": {"name": "web", "port": {"number": 80}}});
+    let err = ings
+        .create(
+            &PostParams::default(),
+            &ing("ip", "10.0.0.1", "/", web.clone()),
+        )
+        .await
+        .expect_err("an IP host");
+    assert_invalid(
+        err,
+        "spec.rules[0].host",
+        "must be a DNS name, not an IP address",
+    );
+    let err = ings
+        .create(
+            &PostParams::default(),
+            &ing("dots", "example.com", "/a/../b", web.clone()),
+        )
+        .await
+        .expect_err("a path with /../");
+    assert_invalid(
+        err,
+        "spec.rules[0].http.paths[0].path",
+        "must not contain '/../'",
+    );
+    let err = ings
+        .create(
+            &PostParams::default(),
+            &ing(
+                "both",
+                "example.com",
+                "/",
+                json!({"service": {"name": "web",
+                "port": {"name": "http", "number": 80}}}),
+            ),
+        )
+        .await
+        .expect_err("port name and number");
+    assert_invalid(
+        err,
+        "spec.rules[0].http.paths[0].backend.service.port",
+        "cannot set both port name & port number",
+    );
+    let err = ings
+        .create(
+            &PostParams::default(),
+            &ing("none", "*.example.com", "/", json!({})),
+        )
+        .await
+        .expect_err("no backend");
+    assert_invalid(
+        err,
+        "spec.rules[0].http.paths[0].backend",
+        "one of `resource` or `service` must be specified",
+    );
+
+    let classes: Api<IngressClass> = Api::all(env.client());
+    let err = classes
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "bare"}, "spec": {"controller": "nginx"}})),
+        )
+        .await
+        .expect_err("not domain-prefixed");
+    assert_invalid(err, "spec.controller", "must be a domain-prefixed path");
+    let created = classes
+        .create(
+            &PostParams::default(),
+            &from(
+                json!({"metadata": {"name": "params"}, "spec": {"controller": "example.com/lb",
+                "parameters": {"kind": "Config", "name": "lb"}}}),
+            ),
+        )
+        .await
+        .expect("create");
+    let scope = created
+        .spec
+        .expect("spec")
+        .parameters
+        .expect("parameters")
+        .scope;
+    assert_eq!(
+        scope.as_deref(),
+        Some("Cluster"),
+        "parameters default to cluster scope"
+    );
+    let err = classes
+        .create(
+            &PostParams::default(),
+            &from(
+                json!({"metadata": {"name": "ns"}, "spec": {"controller": "example.com/lb",
+                "parameters": {"kind": "Config", "name": "lb", "scope": "Namespace"}}}),
+            ),
+        )
+        .await
+        .expect_err("namespace scope without a namespace");
+    assert_invalid(
+        err,
+        "spec.parameters.namespace",
+        "`parameters.scope` is set to 'Namespace'",
+    );
+
+    let policies: Api<NetworkPolicy> = Api::default_namespaced(env.client());
+    let err = policies
+        .create(
+            &PostParams::default(),
+            &from(
+                json!({"metadata": {"name": "bad"}, "spec": {"podSelector": {},
+                "policyTypes": ["Sideways"],
+                "ingress": [{"ports": [{"protocol": "ICMP", "port": 70000}]}]}}),
+            ),
+        )
+        .await
+        .expect_err("bad types and ports");
+    assert_invalid(err, "spec.policyTypes[0]", "Unsupported value");
+
+    let scs: Api<StorageClass> = Api::all(env.client());
+    let err = scs
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "odd"}, "provisioner": "no spaces/please no"})),
+        )
+        .await
+        .expect_err("provisioner is a qualified name");
+    assert_invalid(err, "provisioner", "");
+    let drivers: Api<CSIDriver> = Api::all(env.client());
+    let err = drivers
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "csi.example.com"},
+                "spec": {"fsGroupPolicy": "Sometimes", "volumeLifecycleModes": ["Forever"]}})),
+        )
+        .await
+        .expect_err("bad policy and mode");
+    assert_invalid(err, "spec.volumeLifecycleModes[0]", "Unsupported value");
+    let nodes: Api<CSINode> = Api::all(env.client());
+    let err = nodes
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "n1"},
+                "spec": {"drivers": [{"name": "csi.example.com"}]}})),
+        )
+        .await
+        .expect_err("nodeID required");
+    assert_invalid(err, "spec.drivers[0].nodeID", "Required value");
+    let capacities: Api<CSIStorageCapacity> = Api::default_namespaced(env.client());
+    let err = capacities
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "c"}, "storageClassName": "Not_A_Name"})),
+        )
+        .await
+        .expect_err("class is a subdomain");
+    assert_invalid(err, "storageClassName", "RFC 1123 subdomain");
 }

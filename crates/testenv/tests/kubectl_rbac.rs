@@ -200,9 +200,10 @@ async fn kubectl_as_a_service_account_is_forbidden_until_a_rolebinding_allows_it
                 "--serviceaccount=demo:op",
             ])
             .await;
-        let out = kubectl.run(&[as_sa, "get", "cm", "-n", "demo"]).await;
+        let out = kubectl.run(&[as_sa, "get", "cm", "-n", "demo", "-o", "name"]).await;
         assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stderr.trim(), "No resources found in demo namespace.");
+        // The one ConfigMap every namespace has.
+        assert_eq!(out.stdout.trim(), "configmap/kube-root-ca.crt");
         // A ServiceAccount may not impersonate anyone.
         let token = kubectl.ok(&["create", "token", "op", "-n", "demo"]).await;
         let out = kubectl

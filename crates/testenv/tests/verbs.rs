@@ -498,7 +498,9 @@ async fn list_pages_through_every_object_once() {
             _ => break,
         }
     }
-    let expected: Vec<String> = (0..23).map(|i| format!("cm-{i:02}")).collect();
+    // Besides the 23, the `kube-root-ca.crt` every namespace has.
+    let mut expected: Vec<String> = (0..23).map(|i| format!("cm-{i:02}")).collect();
+    expected.push("kube-root-ca.crt".into());
     assert_eq!(names, expected);
     assert_eq!(pages, 5);
 }
@@ -524,10 +526,12 @@ async fn label_and_field_selectors_filter_lists() {
             .await
             .expect("create");
     }
+    // Leaves out the `kube-root-ca.crt` every namespace has.
     let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
         l.items
             .into_iter()
             .filter_map(|c| c.metadata.name)
+            .filter(|n| n != "kube-root-ca.crt")
             .collect()
     };
     let q = |s: &str| ListParams::default().labels(s);
@@ -821,7 +825,7 @@ async fn delete_collection_removes_only_what_the_selector_matches() {
         .into_iter()
         .filter_map(|c| c.metadata.name)
         .collect();
-    assert_eq!(left, ["c"]);
+    assert_eq!(left, ["c", "kube-root-ca.crt"]);
 }
 
 #[tokio::test]
@@ -941,7 +945,7 @@ async fn metadata_only_clients_get_partial_object_metadata() {
         .await
         .expect("create");
     let list = cms
-        .list_metadata(&ListParams::default())
+        .list_metadata(&ListParams::default().labels("app=m"))
         .await
         .expect("metadata list");
     assert_eq!(list.items.len(), 1);

@@ -131,6 +131,7 @@ pub enum TlsError {
 ///
 /// Cheap to keep for the life of the server; [`Debug`] output shows no key material.
 pub struct TlsMaterial {
+    ca: Arc<Ca>,
     ca_pem: String,
     ca_der: CertificateDer<'static>,
     server_der: CertificateDer<'static>,
@@ -169,7 +170,7 @@ impl TlsMaterial {
             let leaf = ca.issue(&hosts)?;
             verify_leaf(&provider, &ca.der, &leaf.der, &hosts, &[UnixTime::now()])
                 .map_err(TlsError::Config)?;
-            return Ok(TlsMaterial::new(&ca, leaf));
+            return Ok(TlsMaterial::new(Arc::new(ca), leaf));
         };
 
         let ca = match Ca::load(dir, &provider)? {
@@ -198,7 +199,7 @@ impl TlsMaterial {
                         verify_leaf(&provider, &ca.der, &leaf.der, &hosts, &[now, later])
                     });
             match usable {
-                Ok(()) => return Ok(TlsMaterial::new(&ca, leaf)),
+                Ok(()) => return Ok(TlsMaterial::new(Arc::new(ca), leaf)),
                 Err(reason) => tracing::info!(
                     dir = %dir.display(),
                     %reason,
@@ -216,13 +217,35 @@ impl TlsMaterial {
         )?;
         write(&dir.join(SERVER_KEY_FILE), &leaf.key_pem, PRIVATE_MODE)?;
         write(&dir.join(SERVER_CERT_FILE), &leaf.cert_pem, PUBLIC_MODE)?;
-        Ok(TlsMaterial::new(&ca, leaf))
+        Ok(TlsMaterial::new(Arc::new(ca), leaf))
     }
 
-    fn new(ca: &Ca, leaf: Leaf) -> TlsMaterial {
+    /// The same CA with a new serving certificate, kept in memory only, that also names
+    /// `extra_sans` (as in [`Self::load_or_generate`]): how a server without a data directory
+    /// serves a socket under the CA it published at start (in `kube-root-ca.crt`).
+    ///
+    /// # Errors
+    /// An extra name that is not a host name or IP; signing failed.
+    pub fn reissue(&self, extra_sans: &[String]) -> Result<TlsMaterial, TlsError> {
+        let hosts = requested_hosts(extra_sans)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let leaf = self.ca.issue(&hosts)?;
+        verify_leaf(
+            &provider,
+            &self.ca.der,
+            &leaf.der,
+            &hosts,
+            &[UnixTime::now()],
+        )
+        .map_err(TlsError::Config)?;
+        Ok(TlsMaterial::new(self.ca.clone(), leaf))
+    }
+
+    fn new(ca: Arc<Ca>, leaf: Leaf) -> TlsMaterial {
         TlsMaterial {
             ca_pem: ca.pem.clone(),
             ca_der: ca.der.clone(),
+            ca,
             server_der: leaf.der,
             server_key: leaf.key,
         }

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,8 +18,9 @@ use crate::auth::tls::TlsMaterial;
 use crate::auth::token::AdminToken;
 use crate::http::{self, App};
 use crate::registry::Registry;
-use crate::registry::builtin::INITIAL_NAMESPACES;
-use crate::registry::rest::WriteOptions;
+use crate::registry::admission::{
+    Admission, escalation, limit_ranger, priority, service_account, storage_class, tolerations,
+};
 use crate::storage::{
     Backend, BackendError, MemoryBackend, Store, StoreConfig, WalBackend, WalConfig,
 };
@@ -162,6 +162,12 @@ pub struct ApiServer {
     tasks: TaskTracker,
     stop: CancellationToken,
     config: Config,
+    /// The CA (and, for a server without a data directory, the only copy of it): published in
+    /// `kube-root-ca.crt` at start, and signing the serving certificate of [`Self::listen`].
+    tls: TlsMaterial,
+    /// Where the `default/kubernetes` endpoints point: the address of the last
+    /// [`Self::listen`].
+    serving: tokio::sync::watch::Sender<SocketAddr>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -173,8 +179,9 @@ impl std::fmt::Debug for ApiServer {
 }
 
 impl ApiServer {
-    /// Opens storage, creates the built-in namespaces, starts the in-server controllers and
-    /// marks the server ready.
+    /// Opens storage, creates what every server has (namespaces, default policy, system
+    /// PriorityClasses, the `kubernetes` Service, `kube-root-ca.crt`; see `server/bootstrap.rs`),
+    /// starts the in-server controllers and marks the server ready.
     pub async fn start(config: Config) -> Result<ApiServer, ServerError> {
         let backend: Arc<dyn Backend> = match &config.data_dir {
             Some(dir) => {
@@ -198,8 +205,12 @@ impl ApiServer {
         )
         .map_err(ServerError::Storage)?;
         let registry = Arc::new(Registry::new(store));
-        seed_namespaces(&registry).await?;
-        seed_policy(&registry).await?;
+        let tls = TlsMaterial::load_or_generate(config.data_dir.as_deref(), &[])
+            .map_err(|e| ServerError::Credentials(e.to_string()))?;
+        let ca_pem: Arc<str> = Arc::from(tls.ca_pem());
+        let unbound = crate::controllers::kubernetes_service::UNBOUND;
+        super::bootstrap::bootstrap(&registry, &ca_pem, unbound).await?;
+        let (serving, serving_rx) = tokio::sync::watch::channel(unbound);
         let admin_token = match &config.data_dir {
             Some(dir) => AdminToken::load_or_generate(Some(dir))
                 .map_err(|e| ServerError::Credentials(e.to_string()))?,
@@ -208,11 +219,7 @@ impl ApiServer {
         let signer = TokenSigner::load_or_generate(config.data_dir.as_deref())
             .map_err(|e| ServerError::Credentials(e.to_string()))?;
         let rbac = Arc::new(RbacIndex::new(registry.store().clone()));
-        registry.set_admission(
-            crate::registry::admission::Admission::new().with_validating(Arc::new(
-                crate::registry::admission::escalation::EscalationPrevention::new(rbac.clone()),
-            )),
-        );
+        registry.set_admission(admission_stages(&registry, &rbac));
         let stop = CancellationToken::new();
         let app = Arc::new(App {
             registry: registry.clone(),
@@ -261,6 +268,16 @@ impl ApiServer {
             registry.clone(),
             stop.child_token(),
         ));
+        tasks.spawn(crate::controllers::kubernetes_service::run(
+            registry.clone(),
+            serving_rx,
+            stop.child_token(),
+        ));
+        tasks.spawn(crate::controllers::root_ca::run(
+            registry.clone(),
+            ca_pem,
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::gc::run(registry, stop.child_token()));
         app.ready.store(true, Ordering::SeqCst);
         Ok(ApiServer {
@@ -269,6 +286,8 @@ impl ApiServer {
             tasks,
             stop,
             config,
+            tls,
+            serving,
         })
     }
 
@@ -341,8 +360,11 @@ impl ApiServer {
             (None, url, kc)
         } else {
             let extra = vec![local.ip().to_string()];
-            let material = TlsMaterial::load_or_generate(self.config.data_dir.as_deref(), &extra)
-                .map_err(|e| ServerError::Credentials(e.to_string()))?;
+            let material = match self.config.data_dir.as_deref() {
+                Some(dir) => TlsMaterial::load_or_generate(Some(dir), &extra),
+                None => self.tls.reissue(&extra),
+            }
+            .map_err(|e| ServerError::Credentials(e.to_string()))?;
             let server_config = material
                 .server_config()
                 .map_err(|e| ServerError::Credentials(e.to_string()))?;
@@ -350,6 +372,8 @@ impl ApiServer {
             let kc = kubeconfig_yaml(&url, Some(material.ca_pem()), self.admin_token());
             (Some(server_config), url, kc)
         };
+        self.serving.send_replace(local);
+        crate::controllers::kubernetes_service::ensure(&self.app.registry, local).await;
         let router = self.router.clone();
         let stop = self.stop.clone();
         let grace = self.config.shutdown_grace;
@@ -385,40 +409,40 @@ impl ApiServer {
     }
 }
 
-async fn seed_namespaces(registry: &Arc<Registry>) -> Result<(), ServerError> {
+/// The admission stages of a server, in the order they run (Kubernetes' order of its default
+/// plugins).
+fn admission_stages(registry: &Registry, rbac: &Arc<RbacIndex>) -> Admission {
+    let store = registry.store();
     let catalog = registry.catalog();
-    let Some(namespaces) = catalog.find("", "v1", "namespaces") else {
-        return Err(ServerError::Seed("namespaces are not served".into()));
+    let prefix = |group: &str, plural: &str| {
+        catalog
+            .find(group, "v1", plural)
+            .map(|res| res.collection_prefix(None))
     };
-    for name in INITIAL_NAMESPACES {
-        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match registry
-            .create(&namespaces, None, body, &WriteOptions::default())
-            .await
-        {
-            Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}
-            Err(e) => return Err(ServerError::Seed(e.to_string())),
-        }
+    let mut stages = Admission::new();
+    if let Some(ranges) = prefix("", "limitranges") {
+        stages = stages.with_mutating(Arc::new(limit_ranger::LimitRanger::new(
+            store.clone(),
+            ranges,
+        )));
     }
-    Ok(())
-}
-
-/// Creates the default cluster policy (spec §18.5) where it is missing; objects that exist
-/// (a restart, or edited by a user) are left as they are.
-async fn seed_policy(registry: &Arc<Registry>) -> Result<(), ServerError> {
-    let catalog = registry.catalog();
-    for obj in crate::auth::policy::default_objects() {
-        let kind = obj["kind"].as_str().unwrap_or_default();
-        let Some(res) = catalog.find_kind("rbac.authorization.k8s.io", "v1", kind) else {
-            return Err(ServerError::Seed(format!("{kind} is not served")));
-        };
-        match registry
-            .create(&res, None, obj, &WriteOptions::default())
-            .await
-        {
-            Ok(_) | Err(crate::http::error::ApiError::AlreadyExists { .. }) => {}
-            Err(e) => return Err(ServerError::Seed(e.to_string())),
-        }
+    if let Some(accounts) = prefix("", "serviceaccounts") {
+        stages = stages.with_mutating(Arc::new(service_account::ServiceAccount::new(
+            store.clone(),
+            accounts,
+        )));
     }
-    Ok(())
+    if let Some(classes) = prefix("scheduling.k8s.io", "priorityclasses") {
+        stages = stages.with_mutating(Arc::new(priority::Priority::new(store.clone(), classes)));
+    }
+    stages = stages.with_mutating(Arc::new(tolerations::DefaultTolerationSeconds));
+    if let Some(classes) = prefix("storage.k8s.io", "storageclasses") {
+        stages = stages.with_mutating(Arc::new(storage_class::DefaultStorageClass::new(
+            store.clone(),
+            classes,
+        )));
+    }
+    stages.with_validating(Arc::new(escalation::EscalationPrevention::new(
+        rbac.clone(),
+    )))
 }

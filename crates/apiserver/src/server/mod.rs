@@ -8,8 +8,10 @@
 pub mod serve;
 
 mod api;
+mod bootstrap;
 
 pub use api::{ApiServer, Config, Endpoint, RouterWithToken, ServerError};
+pub use bootstrap::{DEFAULT_STORAGE_CLASS, SIMULATED_PROVISIONER};
 
 #[cfg(test)]
 mod tests;

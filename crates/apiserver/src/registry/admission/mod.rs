@@ -2,8 +2,12 @@
 //!
 //! Every create, update, patch and apply runs, in this order (see `registry/rest/`):
 //!
-//! 1. **mutating admission** ([`Admission::mutate`]): stages that may change the object. None
-//!    are configured today; mutating webhooks and policies will be added here.
+//! 1. **mutating admission** ([`Admission::mutate`]): stages that may change the object. The
+//!    built-in ones are Kubernetes' default plugins that shape pods and claims: container
+//!    defaults from LimitRanges ([`limit_ranger`]), the pod's
+//!    ServiceAccount and token volume ([`service_account`]), its priority ([`priority`]), the
+//!    default not-ready/unreachable tolerations ([`tolerations`]) and a claim's default
+//!    StorageClass ([`storage_class`]); mutating webhooks and policies will be added here.
 //! 2. **defaults, pruning and validation**: the resource's [`Strategy`](super::Strategy)
 //!    (and a custom resource's structural schema and CEL rules).
 //! 3. **validating admission** ([`Admission::validate`]): stages that may only refuse. The one
@@ -15,6 +19,12 @@
 //! outside the object.
 
 pub mod escalation;
+pub mod limit_ranger;
+mod pods;
+pub mod priority;
+pub mod service_account;
+pub mod storage_class;
+pub mod tolerations;
 
 use std::sync::Arc;
 

@@ -234,9 +234,11 @@ impl ServiceStrategy {
         }
     }
 
+    /// An address of 10.96.0.0/12 other than the network and broadcast addresses and
+    /// 10.96.0.1, which is the `default/kubernetes` Service's.
     fn allocate_ip(&self) -> String {
         let base = u32::from(Ipv4Addr::new(10, 96, 0, 0));
-        let offset = self.next_ip.fetch_add(1, Ordering::Relaxed) % ((1 << 20) - 2) + 1;
+        let offset = self.next_ip.fetch_add(1, Ordering::Relaxed) % ((1 << 20) - 3) + 2;
         Ipv4Addr::from(base + offset).to_string()
     }
 }
@@ -343,6 +345,7 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     default_at(spec, &["dnsPolicy"], json!("ClusterFirst"));
     default_at(spec, &["securityContext"], json!({}));
     default_at(spec, &["schedulerName"], json!("default-scheduler"));
+    super::pod_defaults::default_pod_spec_parts(spec);
     for list in ["containers", "initContainers"] {
         // `get_mut`, not `spec[list]`: indexing a missing key would insert `null`.
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
@@ -421,7 +424,9 @@ impl Strategy for PodStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         default_at(obj, &["spec", "enableServiceLinks"], json!(true));
         default_pod_spec(&mut obj["spec"]);
-        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        super::pod_defaults::default_requests_from_limits(&mut obj["spec"]);
+        let qos = super::pod_defaults::qos_class(&obj["spec"]);
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos});
     }
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {

@@ -111,9 +111,41 @@ pub(super) fn endpoints() -> Typed<core::Endpoints> {
 
 const LIMIT_TYPES: [&str; 3] = ["Container", "Pod", "PersistentVolumeClaim"];
 
-/// LimitRanges: each limit has a known type.
+/// Kubernetes' `SetDefaults_LimitRangeItem`, for `Container` limits: the default limit comes
+/// from `max`, the default request from the default limit, then from `min`.
+fn default_limit_range(obj: &mut Value) {
+    let Some(limits) = obj
+        .pointer_mut("/spec/limits")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for limit in limits {
+        if limit["type"].as_str() != Some("Container") {
+            continue;
+        }
+        let fill = |limit: &mut Value, into: &str, from: &str| {
+            let Some(source) = limit[from].as_object().cloned() else {
+                return;
+            };
+            for (name, quantity) in source {
+                if limit[into].get(&name).is_none() {
+                    if !limit[into].is_object() {
+                        limit[into] = json!({});
+                    }
+                    limit[into][name] = quantity;
+                }
+            }
+        };
+        fill(limit, "default", "max");
+        fill(limit, "defaultRequest", "default");
+        fill(limit, "defaultRequest", "min");
+    }
+}
+
+/// LimitRanges: each limit has a known type; container defaults as Kubernetes fills them.
 pub(super) fn limit_range() -> Typed<core::LimitRange> {
-    Typed::new().validate(|obj| {
+    Typed::new().defaults(default_limit_range).validate(|obj| {
         let mut errs = Vec::new();
         let limits = obj["spec"]["limits"].as_array().into_iter().flatten();
         for (i, limit) in limits.enumerate() {

@@ -17,12 +17,15 @@ mod events;
 mod networking;
 mod nodes;
 mod other;
+mod pod_defaults;
 mod policy;
 mod storage;
 mod template;
 mod typed;
 
 use std::sync::Arc;
+
+pub use policy::SYSTEM_PRIORITY_CLASSES;
 
 use super::resource::{ALL_VERBS, Resource, ScalePaths, Subresources};
 use super::strategy::Strategy;

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::typed::{Typed, immutable};
 use crate::api::field::FieldError;
+use crate::api::validation::{is_subdomain, qualified_name_errors};
 use crate::registry::strategy::default_at;
 
 const BINDING_MODES: [&str; 2] = ["Immediate", "WaitForFirstConsumer"];
@@ -21,9 +22,11 @@ pub(super) fn storage_class() -> Typed<storage::StorageClass> {
         })
         .validate(|obj| {
             let mut errs = Vec::new();
-            if obj["provisioner"].as_str().is_none_or(str::is_empty) {
-                errs.push(FieldError::required("provisioner", ""));
-            }
+            validate_driver_name(
+                obj["provisioner"].as_str().unwrap_or_default(),
+                "provisioner",
+                &mut errs,
+            );
             if let Some(policy) = obj["reclaimPolicy"].as_str()
                 && !["Delete", "Retain"].contains(&policy)
             {
@@ -63,6 +66,50 @@ pub(super) fn storage_class() -> Typed<storage::StorageClass> {
         })
 }
 
+/// Checks a CSI driver name (a StorageClass's provisioner, a VolumeAttachment's attacher, a
+/// CSINode driver): required and a qualified name, compared in lower case as Kubernetes does.
+fn validate_driver_name(name: &str, path: &str, errs: &mut Vec<FieldError>) {
+    if name.is_empty() {
+        errs.push(FieldError::required(path, ""));
+        return;
+    }
+    for why in qualified_name_errors(&name.to_ascii_lowercase()) {
+        errs.push(FieldError::invalid(path, json!(name), why));
+    }
+}
+
+const FS_GROUP_POLICIES: [&str; 3] = ["File", "None", "ReadWriteOnceWithFSType"];
+const LIFECYCLE_MODES: [&str; 2] = ["Ephemeral", "Persistent"];
+
+fn validate_csi_driver(obj: &Value) -> Vec<FieldError> {
+    let spec = &obj["spec"];
+    let mut errs = Vec::new();
+    if let Some(p) = spec["fsGroupPolicy"].as_str()
+        && !FS_GROUP_POLICIES.contains(&p)
+    {
+        errs.push(FieldError::not_supported(
+            "spec.fsGroupPolicy",
+            json!(p),
+            &FS_GROUP_POLICIES,
+        ));
+    }
+    let modes = spec["volumeLifecycleModes"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for (i, mode) in modes.enumerate() {
+        let mode = mode.as_str().unwrap_or_default();
+        if !LIFECYCLE_MODES.contains(&mode) {
+            errs.push(FieldError::not_supported(
+                format!("spec.volumeLifecycleModes[{i}]"),
+                json!(mode),
+                &LIFECYCLE_MODES,
+            ));
+        }
+    }
+    errs
+}
+
 /// CSIDrivers: Kubernetes' `SetDefaults_CSIDriver`; `attachRequired`, `podInfoOnMount`,
 /// `volumeLifecycleModes`, `fsGroupPolicy` are immutable.
 pub(super) fn csi_driver() -> Typed<storage::CSIDriver> {
@@ -77,6 +124,7 @@ pub(super) fn csi_driver() -> Typed<storage::CSIDriver> {
             default_at(spec, &["seLinuxMount"], json!(false));
             default_at(spec, &["volumeLifecycleModes"], json!(["Persistent"]));
         })
+        .validate(validate_csi_driver)
         .validate_update(|new, old| {
             let mut errs = Vec::new();
             for field in [
@@ -99,12 +147,23 @@ pub(super) fn csi_node() -> Typed<storage::CSINode> {
         let drivers = obj["spec"]["drivers"].as_array().into_iter().flatten();
         for (i, driver) in drivers.enumerate() {
             let name = driver["name"].as_str().unwrap_or_default();
-            if name.is_empty() {
-                errs.push(FieldError::required(format!("spec.drivers[{i}].name"), ""));
-            } else if !seen.insert(name) {
+            validate_driver_name(name, &format!("spec.drivers[{i}].name"), &mut errs);
+            if !name.is_empty() && !seen.insert(name) {
                 errs.push(FieldError::duplicate(
                     format!("spec.drivers[{i}].name"),
                     json!(name),
+                ));
+            }
+            let node_id = driver["nodeID"].as_str().unwrap_or_default();
+            if node_id.is_empty() {
+                errs.push(FieldError::required(
+                    format!("spec.drivers[{i}].nodeID"),
+                    "",
+                ));
+            } else if node_id.len() > 192 {
+                errs.push(FieldError::too_long(
+                    format!("spec.drivers[{i}].nodeID"),
+                    192,
                 ));
             }
         }
@@ -114,10 +173,13 @@ pub(super) fn csi_node() -> Typed<storage::CSINode> {
 
 fn validate_attachment(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    for field in ["attacher", "nodeName"] {
-        if obj["spec"][field].as_str().is_none_or(str::is_empty) {
-            errs.push(FieldError::required(format!("spec.{field}"), ""));
-        }
+    validate_driver_name(
+        obj["spec"]["attacher"].as_str().unwrap_or_default(),
+        "spec.attacher",
+        &mut errs,
+    );
+    if obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        errs.push(FieldError::required("spec.nodeName", ""));
     }
     let source = &obj["spec"]["source"];
     let given = ["persistentVolumeName", "inlineVolumeSpec"]
@@ -150,8 +212,26 @@ pub(super) fn csi_storage_capacity() -> Typed<storage::CSIStorageCapacity> {
     Typed::new()
         .validate(|obj| {
             let mut errs = Vec::new();
-            if obj["storageClassName"].as_str().is_none_or(str::is_empty) {
+            let class = obj["storageClassName"].as_str().unwrap_or_default();
+            if class.is_empty() {
                 errs.push(FieldError::required("storageClassName", ""));
+            } else if !is_subdomain(class) {
+                errs.push(FieldError::invalid(
+                    "storageClassName",
+                    json!(class),
+                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                ));
+            }
+            for field in ["capacity", "maximumVolumeSize"] {
+                if let Some(q) = obj[field].as_str()
+                    && q.starts_with('-')
+                {
+                    errs.push(FieldError::invalid(
+                        field,
+                        json!(q),
+                        "must be greater than or equal to 0",
+                    ));
+                }
             }
             errs
         })

@@ -26,6 +26,7 @@ pub(super) struct Typed<T> {
     validate: Checks,
     validate_update: Option<UpdateChecks>,
     field_labels: &'static [&'static str],
+    refuse_delete: fn(&str) -> Option<String>,
     returns_object: bool,
     kind: PhantomData<fn() -> T>,
 }
@@ -46,6 +47,7 @@ impl<T> Typed<T> {
             validate: no_checks,
             validate_update: None,
             field_labels: &[],
+            refuse_delete: |_| None,
             returns_object: false,
             kind: PhantomData,
         }
@@ -79,6 +81,12 @@ impl<T> Typed<T> {
     /// Extra checks of updates (immutable fields), after those of every write.
     pub(super) fn validate_update(mut self, validate: UpdateChecks) -> Self {
         self.validate_update = Some(validate);
+        self
+    }
+
+    /// Refuses deleting the objects for which `refuse` gives a reason (403).
+    pub(super) fn refuse_delete(mut self, refuse: fn(&str) -> Option<String>) -> Self {
+        self.refuse_delete = refuse;
         self
     }
 
@@ -130,6 +138,10 @@ impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
 
     fn field_labels(&self) -> &'static [&'static str] {
         self.field_labels
+    }
+
+    fn refuse_delete(&self, name: &str) -> Option<String> {
+        (self.refuse_delete)(name)
     }
 
     fn returns_object_on_delete(&self) -> bool {
