@@ -84,7 +84,10 @@ pub(crate) async fn controller_manager(args: ControllerManagerArgs) -> anyhow::R
     metrics.register(manager.registry_mut());
     let names = cm.register(&mut manager, &metrics);
     println!("controllers: {}", names.join(", "));
-    manager.run().await.context("the controller manager stopped")
+    manager
+        .run()
+        .await
+        .context("the controller manager stopped")
 }
 
 /// The controllers of `kore up`, in its process: no leader election (the server lives here

@@ -35,7 +35,9 @@ impl TestEnv {
     /// When `options` names an unknown controller.
     pub fn start_controllers_with(&self, options: Options) -> anyhow::Result<Controllers> {
         let cm = ControllerManager::new(options.leader_elect(false))?;
-        let mut manager = Manager::builder(self.client()).handle_signals(false).build();
+        let mut manager = Manager::builder(self.client())
+            .handle_signals(false)
+            .build();
         let metrics = Metrics::new();
         metrics.register(manager.registry_mut());
         cm.register(&mut manager, &metrics);

@@ -12,7 +12,10 @@ pub(super) fn default_template(template: &mut Value) {
     default_pod_spec(&mut template["spec"]);
     if let Some(meta) = template
         .as_object_mut()
-        .map(|t| t.entry("metadata").or_insert_with(|| Value::Object(Default::default())))
+        .map(|t| {
+            t.entry("metadata")
+                .or_insert_with(|| Value::Object(Default::default()))
+        })
         .and_then(Value::as_object_mut)
     {
         meta.entry("creationTimestamp").or_insert(Value::Null);
