@@ -3,6 +3,7 @@
 //! against kore-apiserver or any Kubernetes API server.
 //!
 //! - [`replicaset`]: keeps `replicas` pods per ReplicaSet.
+//! - [`replication`]: the same for ReplicationControllers.
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`job`]: runs pods to completion.
 //!
@@ -20,13 +21,14 @@ pub mod job;
 pub mod ownership;
 pub mod pods;
 pub mod replicaset;
+pub mod replication;
 pub mod selector;
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::LeaseConfig;
 use kore_runtime::metrics::Metrics;
@@ -45,8 +47,9 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 3] = [
+pub const CONTROLLERS: [(&str, &str); 4] = [
     (replicaset::NAME, "replicaset"),
+    (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
 ];
@@ -83,6 +86,8 @@ pub struct Options {
     pub retry_period: Duration,
     /// Concurrent ReplicaSet syncs (5, `--concurrent-replicaset-syncs`).
     pub concurrent_replicaset_syncs: usize,
+    /// Concurrent ReplicationController syncs (5, `--concurrent-rc-syncs`).
+    pub concurrent_rc_syncs: usize,
     /// Concurrent Deployment syncs (5, `--concurrent-deployment-syncs`).
     pub concurrent_deployment_syncs: usize,
     /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
@@ -99,6 +104,7 @@ impl Default for Options {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             concurrent_replicaset_syncs: 5,
+            concurrent_rc_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
         }
@@ -256,6 +262,26 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(replicaset::NAME);
+        }
+        if self.options.is_enabled(replication::NAME) {
+            let rcs = manager
+                .informers()
+                .get::<ReplicationController>(InformerConfig::default());
+            add_indexes(&rcs);
+            let builder = Controller::for_::<ReplicationController>(manager.informers())
+                .named(replication::NAME)
+                .owns::<Pod>()
+                .watches::<Pod>(replicaset::orphan_mapper(rcs.store()))
+                .max_concurrent_reconciles(self.options.concurrent_rc_syncs)
+                .metrics(metrics.clone());
+            let reconciler = replicaset::ReplicaSetReconciler::new(
+                client.clone(),
+                caches.pods.store(),
+                CachedClient::new(client.clone(), rcs),
+                recorder(&client, replication::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(replication::NAME);
         }
         if self.options.is_enabled(deployment::NAME) {
             let deployments = manager
