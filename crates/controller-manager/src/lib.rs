@@ -5,6 +5,7 @@
 //! - [`replicaset`]: keeps `replicas` pods per ReplicaSet.
 //! - [`replication`]: the same for ReplicationControllers.
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
+//! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
@@ -14,6 +15,7 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod error;
 pub mod expectations;
@@ -26,9 +28,9 @@ pub mod selector;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::LeaseConfig;
 use kore_runtime::metrics::Metrics;
@@ -47,11 +49,12 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 4] = [
+pub const CONTROLLERS: [(&str, &str); 5] = [
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
+    (daemonset::NAME, "daemonset"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -92,6 +95,8 @@ pub struct Options {
     pub concurrent_deployment_syncs: usize,
     /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
     pub concurrent_job_syncs: usize,
+    /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
+    pub concurrent_daemonset_syncs: usize,
 }
 
 impl Default for Options {
@@ -107,6 +112,7 @@ impl Default for Options {
             concurrent_rc_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
+            concurrent_daemonset_syncs: 2,
         }
     }
 }
@@ -324,6 +330,29 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(job::NAME);
+        }
+        if self.options.is_enabled(daemonset::NAME) {
+            let daemonsets = manager
+                .informers()
+                .get::<DaemonSet>(InformerConfig::default());
+            add_indexes(&daemonsets);
+            let nodes = manager.informers().get::<Node>(InformerConfig::default());
+            let builder = Controller::for_::<DaemonSet>(manager.informers())
+                .named(daemonset::NAME)
+                .owns::<Pod>()
+                .watches::<Pod>(daemonset::orphan_mapper(daemonsets.store()))
+                .watches::<Node>(daemonset::node_mapper(daemonsets.store()))
+                .max_concurrent_reconciles(self.options.concurrent_daemonset_syncs)
+                .metrics(metrics.clone());
+            let reconciler = daemonset::DaemonSetReconciler::new(
+                client.clone(),
+                caches.pods.store(),
+                nodes.store(),
+                CachedClient::new(client.clone(), daemonsets),
+                recorder(&client, daemonset::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(daemonset::NAME);
         }
         started
     }

@@ -1,0 +1,146 @@
+//! The DaemonSet controller against kore-apiserver with simulated nodes (scheduler and
+//! kubelets): one pod per node, bound through its node affinity, new nodes get one, tainted
+//! nodes without a toleration get none.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Cluster, NS, names};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kore_testenv::wait_for;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+fn daemonset(name: &str) -> anyhow::Result<DaemonSet> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
+            },
+        },
+    }))?)
+}
+
+/// Waits until `name` reports `n` pods scheduled, ready, available and updated, and `n`
+/// running pods exist, each bound to a different node; returns their nodes.
+async fn wait_settled(c: &Cluster, name: &str, n: i32) -> anyhow::Result<BTreeSet<String>> {
+    c.wait_object::<DaemonSet, _>(name, |ds| {
+        let s = ds.status.as_ref()?;
+        (s.desired_number_scheduled == n
+            && s.current_number_scheduled == n
+            && s.number_ready == n
+            && s.number_available.unwrap_or(0) == n
+            && s.updated_number_scheduled.unwrap_or(0) == n
+            && s.number_misscheduled == 0
+            && s.observed_generation == ds.metadata.generation)
+            .then_some(())
+    })
+    .await?;
+    let selector = format!("app={name}");
+    let pods = wait_for(common::WAIT, || async {
+        c.active_pods(&selector).await.ok().filter(|p| {
+            p.len() == usize::try_from(n).unwrap_or(0)
+                && p.iter().all(|p| {
+                    p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+        })
+    })
+    .await?;
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+        .collect();
+    assert_eq!(
+        nodes.len(),
+        pods.len(),
+        "one pod per node: {:?}",
+        names(&pods)
+    );
+    for p in &pods {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        assert!(
+            labels.contains_key("controller-revision-hash"),
+            "{labels:?}"
+        );
+        let refs = p.metadata.owner_references.clone().unwrap_or_default();
+        assert_eq!(refs.first().map(|r| r.kind.as_str()), Some("DaemonSet"));
+    }
+    Ok(nodes)
+}
+
+#[tokio::test]
+async fn a_daemonset_runs_one_pod_per_node_and_on_each_new_node() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let mut sim = c.env.start_simulation(3).await?;
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    dss.create(&PostParams::default(), &daemonset("agent")?)
+        .await?;
+    let nodes = wait_settled(&c, "agent", 3).await?;
+    let all: BTreeSet<String> = sim.nodes().names().into_iter().collect();
+    assert_eq!(nodes, all);
+
+    // Each pod is pinned to its node by `matchFields metadata.name`, which the scheduler
+    // honoured.
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    for p in pods.list(&Default::default()).await?.items {
+        let spec = p.spec.unwrap_or_default();
+        let terms = spec
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .map(|s| s.node_selector_terms)
+            .unwrap_or_default();
+        let fields = terms
+            .first()
+            .and_then(|t| t.match_fields.clone())
+            .unwrap_or_default();
+        assert_eq!(fields.len(), 1);
+        assert_eq!(fields[0].key, "metadata.name");
+        assert_eq!(fields[0].values, spec.node_name.map(|n| vec![n]));
+        let tolerations = spec.tolerations.unwrap_or_default();
+        assert!(
+            tolerations
+                .iter()
+                .any(|t| t.key.as_deref() == Some("node.kubernetes.io/unschedulable")),
+            "default tolerations: {tolerations:?}"
+        );
+    }
+
+    let added = sim.nodes().add_node().await?;
+    let nodes = wait_settled(&c, "agent", 4).await?;
+    assert!(nodes.contains(&added), "{nodes:?} lacks {added}");
+    drop(sim);
+    c.stop().await
+}
+
+#[tokio::test]
+async fn a_tainted_node_without_a_toleration_gets_no_pod() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let mut sim = c.env.start_simulation(3).await?;
+    let tainted = sim.nodes().names()[0].clone();
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    nodes
+        .patch(
+            &tainted,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [
+                {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+            ]}})),
+        )
+        .await?;
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    dss.create(&PostParams::default(), &daemonset("logs")?)
+        .await?;
+    let placed = wait_settled(&c, "logs", 2).await?;
+    assert!(!placed.contains(&tainted), "{placed:?} includes {tainted}");
+    drop(sim);
+    c.stop().await
+}
