@@ -13,14 +13,22 @@
 //! `matchFields metadata.name In [node]`, so the scheduler binds each to its node.
 //! RollingUpdate deletes pods of an old template hash: the unavailable ones at once, the
 //! available ones while fewer than `maxUnavailable` pods are unavailable; OnDelete leaves
-//! them until they are deleted by someone else. The status has desiredNumberScheduled,
+//! them until they are deleted by someone else.
+//!
+//! Each template the DaemonSet has had is kept as a ControllerRevision `<ds>-<hash>`
+//! (Kubernetes' `constructHistory`): `data` is the template as a replacing patch
+//! `{"spec":{"template":{…,"$patch":"replace"}}}`, `revision` one above the highest, labels the
+//! template's plus the hash. Going back to an older template raises that revision's number
+//! instead of creating another; revisions beyond `revisionHistoryLimit` (10) that no pod
+//! uses are deleted, lowest first. A name taken by another object raises
+//! `status.collisionCount`, so the next sync hashes differently. The status has desiredNumberScheduled,
 //! currentNumberScheduled, numberMisscheduled, numberReady, numberAvailable,
 //! numberUnavailable, updatedNumberScheduled and observedGeneration.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodTemplateSpec, Taint, Toleration,
@@ -30,7 +38,7 @@ use kore_runtime::controller::{Action, ReconcileError, Reconciler, Request};
 use kore_runtime::events::{EventType, Recorder};
 use kore_runtime::{CachedClient, ObjectKey, Store};
 use kube::Resource;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
 use crate::deployment::util::{pod_template_hash, scaled_value};
 use crate::error::{SyncError, message, status_code};
@@ -40,7 +48,7 @@ use crate::pods::{self, is_active, is_available, is_ready};
 use crate::replicaset::{
     REASON_FAILED_CREATE, REASON_FAILED_DELETE, REASON_SUCCESSFUL_CREATE, REASON_SUCCESSFUL_DELETE,
 };
-use crate::{BY_NAMESPACE, publish, selector};
+use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
 
 /// The controller's name (`--controllers`), as kube-controller-manager 1.33 names it.
 pub const NAME: &str = "daemonset-controller";
@@ -53,6 +61,7 @@ pub struct DaemonSetReconciler {
     client: kube::Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
+    revisions: Store<ControllerRevision>,
     daemonsets: CachedClient<DaemonSet>,
     expectations: Expectations,
     recorder: Recorder,
@@ -285,6 +294,7 @@ impl DaemonSetReconciler {
         client: kube::Client,
         pods: Store<Pod>,
         nodes: Store<Node>,
+        revisions: Store<ControllerRevision>,
         daemonsets: CachedClient<DaemonSet>,
         recorder: Recorder,
     ) -> Self {
@@ -292,6 +302,7 @@ impl DaemonSetReconciler {
             client,
             pods,
             nodes,
+            revisions,
             daemonsets,
             expectations: Expectations::default(),
             recorder,
@@ -326,6 +337,9 @@ impl DaemonSetReconciler {
         .await?;
 
         let hash = template_hash(ds);
+        if ds.metadata.deletion_timestamp.is_none() {
+            self.construct_history(ds, &hash, &pods).await?;
+        }
         let min_ready = spec.min_ready_seconds.unwrap_or(0);
         let now = Timestamp::now();
         let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
@@ -533,6 +547,149 @@ impl DaemonSetReconciler {
                 attempted: create.len() + delete.len(),
                 first,
             }),
+        }
+    }
+
+    /// Makes sure the current template has the highest ControllerRevision and trims the
+    /// history to `revisionHistoryLimit`.
+    async fn construct_history(
+        &self,
+        ds: &DaemonSet,
+        hash: &str,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), SyncError> {
+        let namespace = ds.metadata.namespace.clone().unwrap_or_default();
+        let ds_name = ds.metadata.name.clone().unwrap_or_default();
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &namespace);
+        let name = format!("{ds_name}-{hash}");
+        let mut revisions = self.revisions.by_index(BY_CONTROLLER, &uid);
+        revisions.sort_by_key(|r| r.revision);
+        let highest = revisions.iter().map(|r| r.revision).max().unwrap_or(0);
+        let current = revisions
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name.as_str()));
+        match current {
+            Some(r) if r.revision < highest => {
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"revision": highest + 1})),
+                )
+                .await
+                .map_err(|e| SyncError::api("patch", format!("ControllerRevision {name}"), e))?;
+            }
+            Some(_) => {}
+            None => {
+                self.create_revision(ds, &api, &name, hash, highest + 1)
+                    .await?
+            }
+        }
+
+        let limit = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10);
+        let in_use: BTreeSet<&str> = pods.iter().filter_map(|p| hash_of(p)).collect();
+        let old: Vec<&Arc<ControllerRevision>> = revisions
+            .iter()
+            .filter(|r| r.metadata.name.as_deref() != Some(name.as_str()))
+            .filter(|r| {
+                let h = r
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_HASH_LABEL));
+                h.is_none_or(|h| !in_use.contains(h.as_str()))
+            })
+            .collect();
+        let excess = old
+            .len()
+            .saturating_sub(usize::try_from(limit).unwrap_or(0));
+        for r in old.into_iter().take(excess) {
+            let rname = r.metadata.name.clone().unwrap_or_default();
+            match api.delete(&rname, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => {}
+                Err(e) => {
+                    return Err(SyncError::api(
+                        "delete",
+                        format!("ControllerRevision {rname}"),
+                        e,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_revision(
+        &self,
+        ds: &DaemonSet,
+        api: &Api<ControllerRevision>,
+        name: &str,
+        hash: &str,
+        revision: i64,
+    ) -> Result<(), SyncError> {
+        let spec = ds.spec.clone().unwrap_or_default();
+        let mut template = serde_json::to_value(&spec.template)
+            .expect("a PodTemplateSpec always serializes to JSON");
+        if let Some(obj) = template.as_object_mut() {
+            obj.insert("$patch".into(), "replace".into());
+        }
+        let data = serde_json::json!({"spec": {"template": template}});
+        let mut labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        labels.insert(REVISION_HASH_LABEL.into(), hash.into());
+        let cr = ControllerRevision {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                namespace: ds.metadata.namespace.clone(),
+                labels: Some(labels),
+                owner_references: Some(vec![controller_reference::<DaemonSet>(&ds.metadata)]),
+                ..Default::default()
+            },
+            data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+                data.clone(),
+            )),
+            revision,
+        };
+        match api.create(&PostParams::default(), &cr).await {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(409) => {
+                let existing = api
+                    .get(name)
+                    .await
+                    .map_err(|e| SyncError::api("get", format!("ControllerRevision {name}"), e))?;
+                let ours = pods::controller_ref(&existing.metadata)
+                    .is_some_and(|r| Some(&r.uid) == ds.metadata.uid.as_ref());
+                if ours && existing.data.as_ref().map(|d| &d.0) == Some(&data) {
+                    // The cache had not seen it yet.
+                    return Ok(());
+                }
+                let mut updated = ds.clone();
+                let status = updated.status.get_or_insert_with(Default::default);
+                status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
+                self.daemonsets
+                    .replace_status(&updated, &PostParams::default())
+                    .await
+                    .map_err(|e| {
+                        SyncError::cached(format!("status of DaemonSet {}", ObjectKey::of(ds)), e)
+                    })?;
+                Err(SyncError::HashCollision(format!(
+                    "ControllerRevision {name}"
+                )))
+            }
+            Err(e) => Err(SyncError::api(
+                "create",
+                format!("ControllerRevision {name}"),
+                e,
+            )),
         }
     }
 

@@ -28,7 +28,7 @@ pub mod selector;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
@@ -337,6 +337,10 @@ impl ControllerManager {
                 .get::<DaemonSet>(InformerConfig::default());
             add_indexes(&daemonsets);
             let nodes = manager.informers().get::<Node>(InformerConfig::default());
+            let revisions = manager
+                .informers()
+                .get::<ControllerRevision>(InformerConfig::default());
+            add_indexes(&revisions);
             let builder = Controller::for_::<DaemonSet>(manager.informers())
                 .named(daemonset::NAME)
                 .owns::<Pod>()
@@ -348,6 +352,7 @@ impl ControllerManager {
                 client.clone(),
                 caches.pods.store(),
                 nodes.store(),
+                revisions.store(),
                 CachedClient::new(client.clone(), daemonsets),
                 recorder(&client, daemonset::NAME),
             );

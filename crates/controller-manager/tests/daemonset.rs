@@ -144,3 +144,123 @@ async fn a_tainted_node_without_a_toleration_gets_no_pod() -> anyhow::Result<()>
     drop(sim);
     c.stop().await
 }
+
+/// The `controller-revision-hash` labels of the running pods of `app`.
+async fn hashes(c: &Cluster, app: &str) -> anyhow::Result<Vec<String>> {
+    Ok(c.active_pods(&format!("app={app}"))
+        .await?
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .labels
+                .as_ref()?
+                .get("controller-revision-hash")
+                .cloned()
+        })
+        .collect())
+}
+
+async fn set_image(dss: &Api<DaemonSet>, name: &str, image: &str) -> anyhow::Result<()> {
+    dss.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "agent", "image": image},
+        ]}}}})),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(3).await?;
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    dss.create(&PostParams::default(), &daemonset("roll")?)
+        .await?;
+    wait_settled(&c, "roll", 3).await?;
+    let first = hashes(&c, "roll").await?;
+
+    set_image(&dss, "roll", "agent:2").await?;
+    wait_settled(&c, "roll", 3).await?;
+    let second = wait_for(common::WAIT, || async {
+        hashes(&c, "roll")
+            .await
+            .ok()
+            .filter(|h| h.len() == 3 && h.iter().all(|x| !first.contains(x)))
+    })
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    for p in c.active_pods("app=roll").await? {
+        let spec = p.spec.unwrap_or_default();
+        assert_eq!(spec.containers[0].image.as_deref(), Some("agent:2"));
+    }
+    drop(pods);
+
+    // One ControllerRevision per template, the current one highest.
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(c.client.clone(), NS);
+    let list = wait_for(common::WAIT, || async {
+        revisions
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(|l| l.items)
+            .filter(|l| l.len() == 2)
+    })
+    .await?;
+    let newest = list
+        .iter()
+        .max_by_key(|r| r.revision)
+        .and_then(|r| r.metadata.name.clone());
+    assert_eq!(newest, Some(format!("roll-{}", second[0])));
+    assert_eq!(
+        list.iter().map(|r| r.revision).collect::<BTreeSet<_>>(),
+        BTreeSet::from([1, 2])
+    );
+    drop(sim);
+    c.stop().await
+}
+
+#[tokio::test]
+async fn on_delete_replaces_only_the_pods_that_are_deleted() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(3).await?;
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    let mut ds = daemonset("manual")?;
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.update_strategy = Some(serde_json::from_value(json!({"type": "OnDelete"}))?);
+    }
+    dss.create(&PostParams::default(), &ds).await?;
+    wait_settled(&c, "manual", 3).await?;
+    let first = hashes(&c, "manual").await?;
+
+    set_image(&dss, "manual", "agent:2").await?;
+    c.wait_object::<DaemonSet, _>("manual", |ds| {
+        let s = ds.status.as_ref()?;
+        (s.observed_generation == ds.metadata.generation
+            && s.updated_number_scheduled.unwrap_or(0) == 0
+            && s.current_number_scheduled == 3)
+            .then_some(())
+    })
+    .await?;
+    assert_eq!(hashes(&c, "manual").await?, first, "no pod replaced");
+
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    let victim = names(&c.active_pods("app=manual").await?)[0].clone();
+    pods.delete(&victim, &Default::default()).await?;
+    c.wait_object::<DaemonSet, _>("manual", |ds| {
+        let s = ds.status.as_ref()?;
+        (s.updated_number_scheduled.unwrap_or(0) == 1 && s.number_ready == 3).then_some(())
+    })
+    .await?;
+    let now = hashes(&c, "manual").await?;
+    assert_eq!(
+        now.iter().filter(|h| !first.contains(h)).count(),
+        1,
+        "{now:?}"
+    );
+    drop(sim);
+    c.stop().await
+}
