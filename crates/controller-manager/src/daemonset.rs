@@ -44,7 +44,7 @@ use crate::deployment::util::{pod_template_hash, scaled_value};
 use crate::error::{SyncError, message, status_code};
 use crate::expectations::Expectations;
 use crate::ownership::{claim, controller_reference, recheck_owner};
-use crate::pods::{self, is_active, is_available, is_ready};
+use crate::pods::{self, is_available, is_ready};
 use crate::replicaset::{
     REASON_FAILED_CREATE, REASON_FAILED_DELETE, REASON_SUCCESSFUL_CREATE, REASON_SUCCESSFUL_DELETE,
 };
@@ -52,6 +52,9 @@ use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
 
 /// The controller's name (`--controllers`), as kube-controller-manager 1.33 names it.
 pub const NAME: &str = "daemonset-controller";
+
+/// Event reason: a failed daemon pod is deleted so that the node gets a new one.
+pub const REASON_FAILED_DAEMON_POD: &str = "FailedDaemonPod";
 
 /// The label carrying the hash of the template a pod was made from.
 pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
@@ -321,7 +324,6 @@ impl DaemonSetReconciler {
             .pods
             .by_index(BY_NAMESPACE, &namespace)
             .into_iter()
-            .filter(|p| is_active(p))
             .collect();
         let reference = controller_reference::<DaemonSet>(&ds.metadata);
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
@@ -357,44 +359,90 @@ impl DaemonSetReconciler {
         let mut status = DaemonSetStatus::default();
         let mut unavailable = 0;
         let mut old_pods = Vec::new();
+        let regarding = ds.object_ref(&());
         for node in self.nodes.list() {
             let name = node.metadata.name.clone().unwrap_or_default();
             let place = placement(&spec.template, &node);
             let here = by_node.remove(&name).unwrap_or_default();
+            // Status: every pod counts as scheduled (terminating ones too); the oldest is
+            // the one whose readiness and revision count.
             if place.should_run {
                 status.desired_number_scheduled += 1;
-                match here.split_first() {
-                    None => {
-                        to_create.push(name);
-                        unavailable += 1;
+                if let Some(oldest) = here.first() {
+                    status.current_number_scheduled += 1;
+                    if is_ready(oldest) {
+                        status.number_ready += 1;
                     }
-                    Some((kept, extra)) => {
-                        status.current_number_scheduled += 1;
-                        to_delete.extend(extra.iter().cloned());
-                        if is_ready(kept) {
-                            status.number_ready += 1;
-                        }
-                        if is_available(kept, min_ready, now) {
-                            *status.number_available.get_or_insert(0) += 1;
-                        } else {
-                            unavailable += 1;
-                        }
-                        if hash_of(kept) == Some(hash.as_str()) {
-                            *status.updated_number_scheduled.get_or_insert(0) += 1;
-                        } else {
-                            old_pods.push(kept.clone());
-                        }
+                    if is_available(oldest, min_ready, now) {
+                        *status.number_available.get_or_insert(0) += 1;
+                    }
+                    if hash_of(oldest) == Some(hash.as_str()) {
+                        *status.updated_number_scheduled.get_or_insert(0) += 1;
                     }
                 }
             } else if !here.is_empty() {
                 status.number_misscheduled += 1;
-                if !place.should_continue_running {
-                    to_delete.extend(here);
+            }
+
+            if place.should_run && here.is_empty() {
+                to_create.push(name);
+                unavailable += 1;
+            } else if place.should_continue_running {
+                // Finished pods go (a node whose pod fails gets a new one next sync); a pod
+                // being deleted is waited for; of several running pods the oldest stays.
+                let mut running = Vec::new();
+                for p in here {
+                    if p.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    match pods::phase(&p) {
+                        "Failed" => {
+                            publish(
+                                &self.recorder,
+                                regarding.clone(),
+                                EventType::Warning,
+                                REASON_FAILED_DAEMON_POD,
+                                "Delete",
+                                format!(
+                                    "Found failed daemon pod {namespace}/{} on node {name}, will try to kill it",
+                                    p.metadata.name.as_deref().unwrap_or_default()
+                                ),
+                            );
+                            to_delete.push(p);
+                        }
+                        "Succeeded" => to_delete.push(p),
+                        _ => running.push(p),
+                    }
                 }
+                match running.split_first() {
+                    Some((kept, extra)) => {
+                        to_delete.extend(extra.iter().cloned());
+                        if !is_available(kept, min_ready, now) {
+                            unavailable += 1;
+                        }
+                        if hash_of(kept) != Some(hash.as_str()) {
+                            old_pods.push(kept.clone());
+                        }
+                    }
+                    None if place.should_run => unavailable += 1,
+                    None => {}
+                }
+            } else {
+                to_delete.extend(
+                    here.into_iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none()),
+                );
             }
         }
-        // Pods of nodes that are gone.
-        to_delete.extend(by_node.into_values().flatten());
+        // Pods pinned to nodes that do not exist never get scheduled: they go. (Bound pods
+        // of deleted nodes are the pod garbage collector's.)
+        to_delete.extend(by_node.into_values().flatten().filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_none_or(str::is_empty)
+        }));
 
         let rolling = spec
             .update_strategy

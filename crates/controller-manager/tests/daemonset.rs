@@ -264,3 +264,53 @@ async fn on_delete_replaces_only_the_pods_that_are_deleted() -> anyhow::Result<(
     drop(sim);
     c.stop().await
 }
+
+#[tokio::test]
+async fn a_noexecute_taint_removes_the_pod_and_a_noschedule_one_keeps_it() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let mut sim = c.env.start_simulation(3).await?;
+    let names_of_nodes = sim.nodes().names();
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    dss.create(&PostParams::default(), &daemonset("evict")?)
+        .await?;
+    wait_settled(&c, "evict", 3).await?;
+
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    let taint = |node: &str, effect: &str| {
+        let nodes = nodes.clone();
+        let node = node.to_owned();
+        let patch = json!({"spec": {"taints": [{"key": "maintenance", "effect": effect}]}});
+        async move {
+            nodes
+                .patch(&node, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+    };
+    // NoSchedule on a node that runs a pod: it stays, but the node is no longer desired.
+    taint(&names_of_nodes[1], "NoSchedule").await?;
+    c.wait_object::<DaemonSet, _>("evict", |ds| {
+        let s = ds.status.as_ref()?;
+        (s.desired_number_scheduled == 2 && s.number_misscheduled == 1).then_some(())
+    })
+    .await?;
+    assert_eq!(c.active_pods("app=evict").await?.len(), 3);
+
+    // NoExecute: the pod goes.
+    taint(&names_of_nodes[0], "NoExecute").await?;
+    let left = wait_for(common::WAIT, || async {
+        c.active_pods("app=evict")
+            .await
+            .ok()
+            .filter(|p| p.len() == 2)
+    })
+    .await?;
+    assert!(
+        left.iter()
+            .all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                != Some(names_of_nodes[0].as_str())),
+        "{:?}",
+        names(&left)
+    );
+    drop(sim);
+    c.stop().await
+}
