@@ -47,11 +47,16 @@ use crate::ownership::{claim, controller_reference, recheck_owner};
 use crate::pods::{self, is_available, is_ready};
 use crate::replicaset::{
     REASON_FAILED_CREATE, REASON_FAILED_DELETE, REASON_SUCCESSFUL_CREATE, REASON_SUCCESSFUL_DELETE,
+    slow_start_batch,
 };
 use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
 
 /// The controller's name (`--controllers`), as kube-controller-manager 1.33 names it.
 pub const NAME: &str = "daemonset-controller";
+
+/// At most this many pods are created, and this many deleted, per sync (the DaemonSet
+/// controller's `BurstReplicas`).
+pub const BURST_REPLICAS: usize = 250;
 
 /// Event reason: a failed daemon pod is deleted so that the node gets a new one.
 pub const REASON_FAILED_DAEMON_POD: &str = "FailedDaemonPod";
@@ -514,41 +519,51 @@ impl DaemonSetReconciler {
         let namespace = key.namespace.clone().unwrap_or_default();
         let mut first = None;
         let mut failed = 0;
-        for node in create {
-            let template = pod_template_for(&spec.template, node, hash);
+        let create = &create[..create.len().min(BURST_REPLICAS)];
+        let delete = &delete[..delete.len().min(BURST_REPLICAS)];
+        let created = slow_start_batch(create.len(), |i| {
+            let template = pod_template_for(&spec.template, &create[i], hash);
             let pod = pods::from_template(
                 &template,
                 &namespace,
                 pods::name_prefix(&key.name),
                 reference.clone(),
             );
-            match api.create(&PostParams::default(), &pod).await {
-                Ok(created) => {
-                    let name = created.metadata.name.unwrap_or_default();
-                    self.expectations.created(key, name.clone());
-                    publish(
-                        &self.recorder,
-                        regarding.clone(),
-                        EventType::Normal,
-                        REASON_SUCCESSFUL_CREATE,
-                        "Create",
-                        format!("Created pod: {name}"),
-                    );
-                }
-                Err(e) => {
-                    let msg = message(&e);
-                    publish(
-                        &self.recorder,
-                        regarding.clone(),
-                        EventType::Warning,
-                        REASON_FAILED_CREATE,
-                        "Create",
-                        format!("Error creating: {msg}"),
-                    );
-                    failed += 1;
-                    first.get_or_insert(msg);
+            let regarding = regarding.clone();
+            async move {
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(created) => {
+                        let name = created.metadata.name.unwrap_or_default();
+                        self.expectations.created(key, name.clone());
+                        publish(
+                            &self.recorder,
+                            regarding,
+                            EventType::Normal,
+                            REASON_SUCCESSFUL_CREATE,
+                            "Create",
+                            format!("Created pod: {name}"),
+                        );
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let msg = message(&e);
+                        publish(
+                            &self.recorder,
+                            regarding,
+                            EventType::Warning,
+                            REASON_FAILED_CREATE,
+                            "Create",
+                            format!("Error creating: {msg}"),
+                        );
+                        Err(msg)
+                    }
                 }
             }
+        })
+        .await;
+        if let Err((done, msg)) = created {
+            failed += create.len() - done;
+            first = Some(msg);
         }
         for pod in delete {
             let name = pod.metadata.name.clone().unwrap_or_default();
