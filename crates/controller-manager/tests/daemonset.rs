@@ -4,14 +4,19 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use common::{Cluster, NS, names};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kore_controller_manager::pods::is_ready;
+use kore_runtime::informer::Change;
+use kore_runtime::{InformerConfig, SharedInformer};
 use kore_testenv::wait_for;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn daemonset(name: &str) -> anyhow::Result<DaemonSet> {
     Ok(serde_json::from_value(json!({
@@ -172,6 +177,63 @@ async fn set_image(dss: &Api<DaemonSet>, name: &str, image: &str) -> anyhow::Res
     Ok(())
 }
 
+/// Records the fewest ready pods of `app` (not being deleted) after any change, from the
+/// moment the watch has seen `armed_at` of them ready.
+fn watch_min_ready(
+    c: &Cluster,
+    app: &str,
+    armed_at: usize,
+    stop: &CancellationToken,
+) -> Arc<Mutex<usize>> {
+    let informer: SharedInformer<Pod> = SharedInformer::new(
+        c.client.clone(),
+        InformerConfig::default()
+            .namespace(NS)
+            .label_selector(format!("app={app}")),
+    );
+    informer.start(stop.clone());
+    let mut changes = informer.subscribe();
+    let store = informer.store();
+    let min = Arc::new(Mutex::new(usize::MAX));
+    let recorded = min.clone();
+    tokio::spawn(async move {
+        let mut state: HashMap<String, Arc<Pod>> = HashMap::new();
+        let mut synced = false;
+        let mut armed = false;
+        while let Some(change) = changes.next().await {
+            match change {
+                Change::Applied { new, .. } => {
+                    state.insert(new.metadata.name.clone().unwrap_or_default(), new);
+                }
+                Change::Deleted(old) => {
+                    state.remove(old.metadata.name.as_deref().unwrap_or_default());
+                }
+                Change::Resync => {
+                    state = store
+                        .list()
+                        .into_iter()
+                        .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+                        .collect();
+                    synced = true;
+                }
+            }
+            if synced {
+                let ready = state
+                    .values()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p))
+                    .count();
+                armed = armed || ready >= armed_at;
+                if !armed {
+                    continue;
+                }
+                let mut m = recorded.lock().expect("not poisoned");
+                *m = (*m).min(ready);
+            }
+        }
+    });
+    min
+}
+
 #[tokio::test]
 async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::Result<()> {
     let c = Cluster::start().await?.without_kubelet();
@@ -181,6 +243,9 @@ async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::
         .await?;
     wait_settled(&c, "roll", 3).await?;
     let first = hashes(&c, "roll").await?;
+    let stop = CancellationToken::new();
+    let min_ready = watch_min_ready(&c, "roll", 3, &stop);
+    common::wait_until(|| *min_ready.lock().expect("not poisoned") == 3).await?;
 
     set_image(&dss, "roll", "agent:2").await?;
     wait_settled(&c, "roll", 3).await?;
@@ -197,6 +262,10 @@ async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::
         assert_eq!(spec.containers[0].image.as_deref(), Some("agent:2"));
     }
     drop(pods);
+    // maxUnavailable 1 (the default): never fewer than 2 of the 3 ready during the update.
+    stop.cancel();
+    let min = *min_ready.lock().expect("not poisoned");
+    assert_eq!(min, 2, "fewest ready pods during the rolling update");
 
     // One ControllerRevision per template, the current one highest.
     let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
