@@ -25,8 +25,10 @@
 //! currentNumberScheduled, numberMisscheduled, numberReady, numberAvailable,
 //! numberUnavailable, updatedNumberScheduled and observedGeneration.
 
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
@@ -61,6 +63,48 @@ pub const BURST_REPLICAS: usize = 250;
 /// Event reason: a failed daemon pod is deleted so that the node gets a new one.
 pub const REASON_FAILED_DAEMON_POD: &str = "FailedDaemonPod";
 
+/// The first wait before a node's next failed daemon pod is deleted; it doubles per failure.
+pub const FAILED_POD_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+/// The longest wait between deletions of a node's failed daemon pods.
+pub const FAILED_POD_BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
+
+/// Per DaemonSet and node, when a failed pod was last deleted and how long to wait before
+/// the next (Kubernetes' `failedPodsBackoff`): a kubelet that rejects the pod every time is
+/// not fought in a hot loop. An entry idle for twice the maximum wait starts over.
+#[derive(Debug, Default)]
+struct FailedPodsBackoff {
+    entries: Mutex<HashMap<String, (Timestamp, Duration)>>,
+}
+
+impl FailedPodsBackoff {
+    /// Whether a failed pod under `key` may be deleted at `now`; if so the wait doubles,
+    /// otherwise returns how long is left.
+    fn try_next(&self, key: &str, now: Timestamp) -> Result<(), Duration> {
+        let mut entries = self
+            .entries
+            .lock()
+            .expect("the backoff lock is never poisoned");
+        match entries.get_mut(key) {
+            Some((last, delay)) => {
+                let since = last.duration_until(now).unsigned_abs();
+                if since < *delay {
+                    return Err(*delay - since);
+                }
+                *delay = if since > 2 * FAILED_POD_BACKOFF_MAX {
+                    FAILED_POD_BACKOFF_INITIAL
+                } else {
+                    (*delay * 2).min(FAILED_POD_BACKOFF_MAX)
+                };
+                *last = now;
+            }
+            None => {
+                entries.insert(key.to_owned(), (now, FAILED_POD_BACKOFF_INITIAL));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The label carrying the hash of the template a pod was made from.
 pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 
@@ -72,6 +116,7 @@ pub struct DaemonSetReconciler {
     revisions: Store<ControllerRevision>,
     daemonsets: CachedClient<DaemonSet>,
     expectations: Expectations,
+    failed_pods: FailedPodsBackoff,
     recorder: Recorder,
 }
 
@@ -313,6 +358,7 @@ impl DaemonSetReconciler {
             revisions,
             daemonsets,
             expectations: Expectations::default(),
+            failed_pods: FailedPodsBackoff::default(),
             recorder,
         }
     }
@@ -365,6 +411,7 @@ impl DaemonSetReconciler {
         let mut unavailable = 0;
         let mut old_pods = Vec::new();
         let regarding = ds.object_ref(&());
+        let mut retry_in: Option<Duration> = None;
         for node in self.nodes.list() {
             let name = node.metadata.name.clone().unwrap_or_default();
             let place = placement(&spec.template, &node);
@@ -402,6 +449,11 @@ impl DaemonSetReconciler {
                     }
                     match pods::phase(&p) {
                         "Failed" => {
+                            let backoff_key = format!("{}/{name}", ObjectKey::of(ds));
+                            if let Err(wait) = self.failed_pods.try_next(&backoff_key, now) {
+                                retry_in = Some(retry_in.map_or(wait, |r: Duration| r.min(wait)));
+                                continue;
+                            }
                             publish(
                                 &self.recorder,
                                 regarding.clone(),
@@ -496,11 +548,12 @@ impl DaemonSetReconciler {
             .iter()
             .filter_map(|p| pods::available_at(p, min_ready, now))
             .min();
-        Ok(match next {
-            Some(at) => Action::requeue_after(
-                now.duration_until(at).unsigned_abs() + std::time::Duration::from_secs(1),
-            ),
-            None => Action::done(),
+        let until_available =
+            next.map(|at| now.duration_until(at).unsigned_abs() + Duration::from_secs(1));
+        Ok(match (until_available, retry_in) {
+            (Some(a), Some(b)) => Action::requeue_after(a.min(b)),
+            (Some(a), None) | (None, Some(a)) => Action::requeue_after(a),
+            (None, None) => Action::done(),
         })
     }
 
@@ -845,6 +898,27 @@ mod tests {
 
     fn node(v: serde_json::Value) -> Node {
         serde_json::from_value(v).expect("a node")
+    }
+
+    #[test]
+    fn failed_pods_are_deleted_with_a_doubling_backoff_per_node() {
+        let backoff = FailedPodsBackoff::default();
+        let t0 = Timestamp::UNIX_EPOCH;
+        let at = |secs: i64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(secs);
+        assert_eq!(backoff.try_next("ds/a", t0), Ok(()));
+        // 1 s after the first deletion.
+        assert_eq!(backoff.try_next("ds/a", t0), Err(Duration::from_secs(1)));
+        assert_eq!(backoff.try_next("ds/b", t0), Ok(()), "nodes back off apart");
+        assert_eq!(backoff.try_next("ds/a", at(1)), Ok(()));
+        // Now 2 s.
+        assert_eq!(backoff.try_next("ds/a", at(2)), Err(Duration::from_secs(1)));
+        assert_eq!(backoff.try_next("ds/a", at(3)), Ok(()));
+        // Idle long enough: starts over at 1 s.
+        assert_eq!(backoff.try_next("ds/a", at(3 + 3600)), Ok(()));
+        assert_eq!(
+            backoff.try_next("ds/a", at(3 + 3600)),
+            Err(Duration::from_secs(1))
+        );
     }
 
     #[test]
