@@ -3,7 +3,9 @@
 //! against kore-apiserver or any Kubernetes API server.
 //!
 //! - [`replicaset`]: keeps `replicas` pods per ReplicaSet.
+//! - [`replication`]: the same for ReplicationControllers.
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
+//! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
@@ -13,6 +15,7 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod error;
 pub mod expectations;
@@ -20,13 +23,14 @@ pub mod job;
 pub mod ownership;
 pub mod pods;
 pub mod replicaset;
+pub mod replication;
 pub mod selector;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::LeaseConfig;
 use kore_runtime::metrics::Metrics;
@@ -45,10 +49,12 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 3] = [
+pub const CONTROLLERS: [(&str, &str); 5] = [
     (replicaset::NAME, "replicaset"),
+    (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
+    (daemonset::NAME, "daemonset"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -83,10 +89,14 @@ pub struct Options {
     pub retry_period: Duration,
     /// Concurrent ReplicaSet syncs (5, `--concurrent-replicaset-syncs`).
     pub concurrent_replicaset_syncs: usize,
+    /// Concurrent ReplicationController syncs (5, `--concurrent-rc-syncs`).
+    pub concurrent_rc_syncs: usize,
     /// Concurrent Deployment syncs (5, `--concurrent-deployment-syncs`).
     pub concurrent_deployment_syncs: usize,
     /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
     pub concurrent_job_syncs: usize,
+    /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
+    pub concurrent_daemonset_syncs: usize,
 }
 
 impl Default for Options {
@@ -99,8 +109,10 @@ impl Default for Options {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             concurrent_replicaset_syncs: 5,
+            concurrent_rc_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
+            concurrent_daemonset_syncs: 2,
         }
     }
 }
@@ -257,6 +269,26 @@ impl ControllerManager {
             manager.add(Box::new(builder.build(reconciler)));
             started.push(replicaset::NAME);
         }
+        if self.options.is_enabled(replication::NAME) {
+            let rcs = manager
+                .informers()
+                .get::<ReplicationController>(InformerConfig::default());
+            add_indexes(&rcs);
+            let builder = Controller::for_::<ReplicationController>(manager.informers())
+                .named(replication::NAME)
+                .owns::<Pod>()
+                .watches::<Pod>(replicaset::orphan_mapper(rcs.store()))
+                .max_concurrent_reconciles(self.options.concurrent_rc_syncs)
+                .metrics(metrics.clone());
+            let reconciler = replicaset::ReplicaSetReconciler::new(
+                client.clone(),
+                caches.pods.store(),
+                CachedClient::new(client.clone(), rcs),
+                recorder(&client, replication::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(replication::NAME);
+        }
         if self.options.is_enabled(deployment::NAME) {
             let deployments = manager
                 .informers()
@@ -298,6 +330,34 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(job::NAME);
+        }
+        if self.options.is_enabled(daemonset::NAME) {
+            let daemonsets = manager
+                .informers()
+                .get::<DaemonSet>(InformerConfig::default());
+            add_indexes(&daemonsets);
+            let nodes = manager.informers().get::<Node>(InformerConfig::default());
+            let revisions = manager
+                .informers()
+                .get::<ControllerRevision>(InformerConfig::default());
+            add_indexes(&revisions);
+            let builder = Controller::for_::<DaemonSet>(manager.informers())
+                .named(daemonset::NAME)
+                .owns::<Pod>()
+                .watches::<Pod>(daemonset::orphan_mapper(daemonsets.store()))
+                .watches::<Node>(daemonset::node_mapper(daemonsets.store()))
+                .max_concurrent_reconciles(self.options.concurrent_daemonset_syncs)
+                .metrics(metrics.clone());
+            let reconciler = daemonset::DaemonSetReconciler::new(
+                client.clone(),
+                caches.pods.store(),
+                nodes.store(),
+                revisions.store(),
+                CachedClient::new(client.clone(), daemonsets),
+                recorder(&client, daemonset::NAME),
+            );
+            manager.add(Box::new(builder.build(reconciler)));
+            started.push(daemonset::NAME);
         }
         started
     }

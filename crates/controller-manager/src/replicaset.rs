@@ -7,17 +7,26 @@
 //! order](crate::pods::sort_for_deletion), at most [`BURST_REPLICAS`] per sync; then writes
 //! the status: replicas, fullyLabeledReplicas, readyReplicas, availableReplicas,
 //! observedGeneration and the ReplicaFailure condition when creating or deleting failed.
+//!
+//! The reconciler is generic over [`Replicated`]: a kind that reads as a ReplicaSet. That
+//! is how the [ReplicationController controller](crate::replication) runs this same logic,
+//! as kube-controller-manager's `pkg/controller/replication` wraps its ReplicaSet
+//! controller through conversion.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kore_runtime::controller::{Action, ReconcileError, Reconciler, Request};
 use kore_runtime::events::{EventType, Recorder};
+use kore_runtime::informer::Informable;
 use kore_runtime::{CachedClient, ObjectKey, Store};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -46,28 +55,58 @@ pub const REASON_FAILED_DELETE: &str = "FailedDelete";
 /// The condition type set while creating or deleting pods fails.
 pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
 
-/// Reconciles ReplicaSets; see the [module docs](self).
-pub struct ReplicaSetReconciler {
+/// A kind the ReplicaSet logic runs on: ReplicaSets themselves, and ReplicationControllers
+/// read as ReplicaSets.
+pub trait Replicated:
+    Informable + Resource<Scope = NamespaceResourceScope> + Send + Sync + 'static
+{
+    /// This object read as a ReplicaSet (same metadata, spec and status).
+    fn as_replica_set(&self) -> Cow<'_, ReplicaSet>;
+    /// Whether this object's selector selects a pod with `labels`.
+    fn selects(&self, labels: Option<&BTreeMap<String, String>>) -> bool;
+    /// This object with `status` (computed for its ReplicaSet reading) as its status.
+    fn with_status(&self, status: ReplicaSetStatus) -> Self;
+}
+
+impl Replicated for ReplicaSet {
+    fn as_replica_set(&self) -> Cow<'_, ReplicaSet> {
+        Cow::Borrowed(self)
+    }
+
+    fn selects(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        selector::matches(self.spec.as_ref().map(|s| &s.selector), labels)
+    }
+
+    fn with_status(&self, status: ReplicaSetStatus) -> Self {
+        ReplicaSet {
+            status: Some(status),
+            ..self.clone()
+        }
+    }
+}
+
+/// Reconciles ReplicaSets (or another [`Replicated`] kind); see the [module docs](self).
+pub struct ReplicaSetReconciler<K = ReplicaSet> {
     client: kube::Client,
     pods: Store<Pod>,
-    replicasets: CachedClient<ReplicaSet>,
+    replicasets: CachedClient<K>,
     expectations: Arc<Expectations>,
     recorder: Recorder,
 }
 
-impl std::fmt::Debug for ReplicaSetReconciler {
+impl<K> std::fmt::Debug for ReplicaSetReconciler<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplicaSetReconciler")
             .finish_non_exhaustive()
     }
 }
 
-impl ReplicaSetReconciler {
-    /// A reconciler reading pods from `pods` and ReplicaSets through `replicasets`.
+impl<K: Replicated> ReplicaSetReconciler<K> {
+    /// A reconciler reading pods from `pods` and its objects through `replicasets`.
     pub fn new(
         client: kube::Client,
         pods: Store<Pod>,
-        replicasets: CachedClient<ReplicaSet>,
+        replicasets: CachedClient<K>,
         recorder: Recorder,
     ) -> Self {
         ReplicaSetReconciler {
@@ -79,13 +118,14 @@ impl ReplicaSetReconciler {
         }
     }
 
-    async fn sync(&self, key: &ObjectKey, rs: &ReplicaSet) -> Result<Action, SyncError> {
+    async fn sync(&self, key: &ObjectKey, obj: &K) -> Result<Action, SyncError> {
+        let read = obj.as_replica_set();
+        let rs: &ReplicaSet = &read;
         let namespace = key.namespace.clone().unwrap_or_default();
         let name = key.name.clone();
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let needs_sync = self.expectations.satisfied(key, &self.pods);
         let spec = rs.spec.clone().unwrap_or_default();
-        let selector = spec.selector.clone();
 
         let candidates: Vec<Arc<Pod>> = self
             .pods
@@ -93,14 +133,15 @@ impl ReplicaSetReconciler {
             .into_iter()
             .filter(|p| is_active(p))
             .collect();
-        let reference = controller_reference::<ReplicaSet>(&rs.metadata);
+        let reference = controller_reference::<K>(&rs.metadata);
+        let regarding = obj.object_ref(&());
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
+        let rs_api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
         let pods = claim(
             &pod_api,
             &reference,
             rs.metadata.deletion_timestamp.is_some(),
-            |p: &Pod| selector::matches(Some(&selector), p.metadata.labels.as_ref()),
+            |p: &Pod| obj.selects(p.metadata.labels.as_ref()),
             candidates,
             || recheck_owner(&rs_api, &name, &uid),
         )
@@ -109,13 +150,13 @@ impl ReplicaSetReconciler {
         let mut failure = None;
         if needs_sync && rs.metadata.deletion_timestamp.is_none() {
             failure = self
-                .manage_replicas(key, rs, &pods, &pod_api, reference)
+                .manage_replicas(key, rs, &regarding, &pods, &pod_api, reference)
                 .await
                 .err();
         }
         let now = Timestamp::now();
         let status = calculate_status(rs, &pods, failure.as_ref(), now);
-        self.write_status(rs, status).await?;
+        self.write_status(obj, rs, status).await?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -145,6 +186,7 @@ impl ReplicaSetReconciler {
         &self,
         key: &ObjectKey,
         rs: &ReplicaSet,
+        regarding: &ObjectReference,
         pods: &[Arc<Pod>],
         api: &Api<Pod>,
         reference: OwnerReference,
@@ -159,7 +201,7 @@ impl ReplicaSetReconciler {
             let created = slow_start_batch(count, |_| {
                 let pod =
                     pods::from_template(&template, &namespace, prefix.clone(), reference.clone());
-                self.create_pod(key, rs, api, pod)
+                self.create_pod(key, regarding, api, pod)
             })
             .await;
             return match created {
@@ -185,7 +227,12 @@ impl ReplicaSetReconciler {
                     v.metadata.uid.clone().unwrap_or_default(),
                 );
             }
-            let results = join_all(victims.iter().map(|v| self.delete_pod(key, rs, api, v))).await;
+            let results = join_all(
+                victims
+                    .iter()
+                    .map(|v| self.delete_pod(key, regarding, api, v)),
+            )
+            .await;
             let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
             if let Some(first) = errors.first() {
                 return Err(SyncError::Pods {
@@ -202,7 +249,7 @@ impl ReplicaSetReconciler {
     async fn create_pod(
         &self,
         key: &ObjectKey,
-        rs: &ReplicaSet,
+        regarding: &ObjectReference,
         api: &Api<Pod>,
         pod: Pod,
     ) -> Result<(), String> {
@@ -212,7 +259,7 @@ impl ReplicaSetReconciler {
                 self.expectations.created(key, name.clone());
                 publish(
                     &self.recorder,
-                    rs.object_ref(&()),
+                    regarding.clone(),
                     EventType::Normal,
                     REASON_SUCCESSFUL_CREATE,
                     "Create",
@@ -224,7 +271,7 @@ impl ReplicaSetReconciler {
                 let msg = message(&e);
                 publish(
                     &self.recorder,
-                    rs.object_ref(&()),
+                    regarding.clone(),
                     EventType::Warning,
                     REASON_FAILED_CREATE,
                     "Create",
@@ -238,7 +285,7 @@ impl ReplicaSetReconciler {
     async fn delete_pod(
         &self,
         key: &ObjectKey,
-        rs: &ReplicaSet,
+        regarding: &ObjectReference,
         api: &Api<Pod>,
         pod: &Pod,
     ) -> Result<(), String> {
@@ -247,7 +294,7 @@ impl ReplicaSetReconciler {
             Ok(_) => {
                 publish(
                     &self.recorder,
-                    rs.object_ref(&()),
+                    regarding.clone(),
                     EventType::Normal,
                     REASON_SUCCESSFUL_DELETE,
                     "Delete",
@@ -262,7 +309,7 @@ impl ReplicaSetReconciler {
                 let msg = message(&e);
                 publish(
                     &self.recorder,
-                    rs.object_ref(&()),
+                    regarding.clone(),
                     EventType::Warning,
                     REASON_FAILED_DELETE,
                     "Delete",
@@ -282,7 +329,7 @@ impl ReplicaSetReconciler {
         self.replicasets
             .by_index(BY_CONTROLLER, &owner.uid)
             .iter()
-            .filter_map(|sibling| sibling.metadata.uid.clone())
+            .filter_map(|sibling| sibling.meta().uid.clone())
             .flat_map(|uid| self.pods.by_index(BY_CONTROLLER, &uid))
             .filter(|p| is_active(p))
             .collect()
@@ -290,6 +337,7 @@ impl ReplicaSetReconciler {
 
     async fn write_status(
         &self,
+        obj: &K,
         rs: &ReplicaSet,
         status: ReplicaSetStatus,
     ) -> Result<(), SyncError> {
@@ -300,8 +348,7 @@ impl ReplicaSetReconciler {
         {
             return Ok(());
         }
-        let mut updated = rs.clone();
-        updated.status = Some(ReplicaSetStatus {
+        let updated = obj.with_status(ReplicaSetStatus {
             observed_generation: rs.metadata.generation,
             ..status
         });
@@ -309,7 +356,10 @@ impl ReplicaSetReconciler {
             .replace_status(&updated, &PostParams::default())
             .await
             .map_err(|e| {
-                SyncError::cached(format!("status of ReplicaSet {}", ObjectKey::of(rs)), e)
+                SyncError::cached(
+                    format!("status of {} {}", K::kind(&()), ObjectKey::of(obj)),
+                    e,
+                )
             })?;
         Ok(())
     }
@@ -320,13 +370,10 @@ impl ReplicaSetReconciler {
     }
 }
 
-impl Reconciler<ReplicaSet> for ReplicaSetReconciler {
+impl<K: Replicated> Reconciler<K> for ReplicaSetReconciler<K> {
     type Error = SyncError;
 
-    async fn reconcile(
-        &self,
-        request: Request<ReplicaSet>,
-    ) -> Result<Action, ReconcileError<SyncError>> {
+    async fn reconcile(&self, request: Request<K>) -> Result<Action, ReconcileError<SyncError>> {
         let key = request.key().clone();
         let Some(rs) = request.object() else {
             self.forget(&key);
@@ -336,11 +383,11 @@ impl Reconciler<ReplicaSet> for ReplicaSetReconciler {
     }
 }
 
-/// Maps an orphan pod (no controller owner) to the ReplicaSets of its namespace whose
-/// selector matches it, so they can adopt it. Controlled pods reach their owner through
-/// the controller's `owns`.
-pub fn orphan_mapper(
-    replicasets: Store<ReplicaSet>,
+/// Maps an orphan pod (no controller owner) to the ReplicaSets (or other [`Replicated`]
+/// objects) of its namespace whose selector matches it, so they can adopt it. Controlled
+/// pods reach their owner through the controller's `owns`.
+pub fn orphan_mapper<K: Replicated>(
+    replicasets: Store<K>,
 ) -> impl Fn(&Pod) -> Vec<ObjectKey> + Send + Sync + 'static {
     move |pod: &Pod| {
         if pods::controller_ref(&pod.metadata).is_some() {
@@ -350,10 +397,7 @@ pub fn orphan_mapper(
         replicasets
             .by_index(BY_NAMESPACE, namespace)
             .iter()
-            .filter(|rs| {
-                let selector = rs.spec.as_ref().map(|s| &s.selector);
-                selector::matches(selector, pod.metadata.labels.as_ref())
-            })
+            .filter(|rs| rs.selects(pod.metadata.labels.as_ref()))
             .map(|rs| ObjectKey::of(&**rs))
             .collect()
     }

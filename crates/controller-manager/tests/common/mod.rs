@@ -165,6 +165,13 @@ impl Cluster {
         })
     }
 
+    /// Stops the stand-in kubelet, for tests whose pods are run by simulated nodes
+    /// (`env.start_simulation`) instead.
+    pub(crate) fn without_kubelet(mut self) -> Self {
+        self.kubelet = None;
+        self
+    }
+
     /// [`Cluster::start_with`] with every controller and every pod Ready.
     pub(crate) async fn start() -> anyhow::Result<Cluster> {
         Self::start_with(Options::default(), Arc::new(|_: &Pod| Fate::Ready)).await
