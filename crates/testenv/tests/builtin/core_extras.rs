@@ -1,9 +1,7 @@
 //! core/v1 componentstatuses and bindings, and authorization.k8s.io/v1
 //! localsubjectaccessreviews, against an in-process kore-apiserver.
 
-mod builtin_common;
-
-use builtin_common::{api_error, cell, raw, table};
+use crate::common::{api_error, cell, raw, table};
 use http::Method;
 use k8s_openapi::api::authorization::v1::LocalSubjectAccessReview;
 use k8s_openapi::api::core::v1::ComponentStatus;

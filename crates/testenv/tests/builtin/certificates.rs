@@ -1,9 +1,7 @@
 //! certificates.k8s.io/v1 CertificateSigningRequest `approval` and `status` against an
 //! in-process kore-apiserver: decisions only through `approval`, never taken back.
 
-mod builtin_common;
-
-use builtin_common::assert_invalid;
+use crate::common::assert_invalid;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};

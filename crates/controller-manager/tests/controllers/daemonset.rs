@@ -2,12 +2,10 @@
 //! kubelets): one pod per node, bound through its node affinity, new nodes get one, tainted
 //! nodes without a toleration get none.
 
-mod common;
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use common::{Cluster, NS, names};
+use crate::common::{Cluster, NS, names};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kore_controller_manager::pods::is_ready;
@@ -49,7 +47,7 @@ async fn wait_settled(c: &Cluster, name: &str, n: i32) -> anyhow::Result<BTreeSe
     })
     .await?;
     let selector = format!("app={name}");
-    let pods = wait_for(common::WAIT, || async {
+    let pods = wait_for(crate::common::WAIT, || async {
         c.active_pods(&selector).await.ok().filter(|p| {
             p.len() == usize::try_from(n).unwrap_or(0)
                 && p.iter().all(|p| {
@@ -245,11 +243,11 @@ async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::
     let first = hashes(&c, "roll").await?;
     let stop = CancellationToken::new();
     let min_ready = watch_min_ready(&c, "roll", 3, &stop);
-    common::wait_until(|| *min_ready.lock().expect("not poisoned") == 3).await?;
+    crate::common::wait_until(|| *min_ready.lock().expect("not poisoned") == 3).await?;
 
     set_image(&dss, "roll", "agent:2").await?;
     wait_settled(&c, "roll", 3).await?;
-    let second = wait_for(common::WAIT, || async {
+    let second = wait_for(crate::common::WAIT, || async {
         hashes(&c, "roll")
             .await
             .ok()
@@ -270,7 +268,7 @@ async fn a_rolling_update_replaces_every_pod_and_records_revisions() -> anyhow::
     // One ControllerRevision per template, the current one highest.
     let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
         Api::namespaced(c.client.clone(), NS);
-    let list = wait_for(common::WAIT, || async {
+    let list = wait_for(crate::common::WAIT, || async {
         revisions
             .list(&Default::default())
             .await
@@ -366,7 +364,7 @@ async fn a_noexecute_taint_removes_the_pod_and_a_noschedule_one_keeps_it() -> an
 
     // NoExecute: the pod goes.
     taint(&names_of_nodes[0], "NoExecute").await?;
-    let left = wait_for(common::WAIT, || async {
+    let left = wait_for(crate::common::WAIT, || async {
         c.active_pods("app=evict")
             .await
             .ok()

@@ -2,9 +2,7 @@
 //! Kubernetes applies (field by field), the generated selector, the validation errors clients
 //! hit, the status subresource and kubectl's Table columns.
 
-mod builtin_common;
-
-use builtin_common::{assert_invalid, cell, crud, table};
+use crate::common::{assert_invalid, cell, crud, table};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};

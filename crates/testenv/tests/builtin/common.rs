@@ -1,4 +1,4 @@
-//! Helpers shared by the `builtin_*` tests: typed CRUD through `kube::Api`, Tables and errors.
+//! Helpers shared by the built-in API tests: typed CRUD through `kube::Api`, Tables and errors.
 
 #![allow(dead_code)]
 

@@ -1,11 +1,9 @@
 //! kubectl's rollout commands against Deployments the controller manager rolls: `rollout
 //! status` finishes, `rollout history` lists the revisions, `rollout undo` goes back.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Cluster, Fate};
+use crate::common::{Cluster, Fate};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kore_controller_manager::Options;

@@ -1,9 +1,7 @@
 //! A pod's `ephemeralcontainers` and `resize` subresources against an in-process
 //! kore-apiserver: each changes one part of the pod, with Kubernetes' checks.
 
-mod builtin_common;
-
-use builtin_common::assert_invalid;
+use crate::common::assert_invalid;
 use k8s_openapi::api::core::v1::Pod;
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -1,9 +1,7 @@
 //! The ReplicationController controller against kore-apiserver: the ReplicaSet logic over a
 //! map selector, with ReplicationController owner references and status.
 
-mod common;
-
-use common::{Cluster, NS, names};
+use crate::common::{Cluster, NS, names};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kore_testenv::wait_for;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -39,7 +37,7 @@ async fn wait_settled(c: &Cluster, name: &str, app: &str, n: i32) -> anyhow::Res
     })
     .await?;
     let selector = format!("app={app}");
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         c.active_pods(&selector)
             .await
             .ok()
@@ -75,7 +73,7 @@ async fn a_replication_controller_of_three_keeps_three_pods() -> anyhow::Result<
     let api: Api<Pod> = Api::namespaced(c.client.clone(), NS);
     let gone = names(&pods)[0].clone();
     api.delete(&gone, &DeleteParams::default()).await?;
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         c.active_pods("app=legacy")
             .await
             .ok()

@@ -2,9 +2,7 @@
 //! ReplicationController, PodTemplate, Endpoints, LimitRange and ResourceQuota — verbs,
 //! Kubernetes' defaults, common validation errors, status and scale subresources, Tables.
 
-mod builtin_common;
-
-use builtin_common::{assert_invalid, cell, crud, table};
+use crate::common::{assert_invalid, cell, crud, table};
 use k8s_openapi::api::core::v1::{
     Endpoints, LimitRange, Node, PersistentVolume, PersistentVolumeClaim, PodTemplate,
     ReplicationController, ResourceQuota,

@@ -1,9 +1,7 @@
 //! `pods/eviction` against an in-process kore-apiserver: PodDisruptionBudgets decide, as in
 //! Kubernetes, whether a pod may be evicted, and an allowed eviction deletes the pod.
 
-mod builtin_common;
-
-use builtin_common::{api_error, raw};
+use crate::common::{api_error, raw};
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

@@ -2,9 +2,7 @@
 //! the verbs, Kubernetes' defaults field by field, immutable fields, the scale and status
 //! subresources and kubectl's Table columns.
 
-mod builtin_common;
-
-use builtin_common::{assert_invalid, cell, crud, table};
+use crate::common::{assert_invalid, cell, crud, table};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, StatefulSet};
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};

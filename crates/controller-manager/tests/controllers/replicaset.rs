@@ -1,12 +1,10 @@
 //! The ReplicaSet controller against kore-apiserver: replicas kept, deletion order, adoption
 //! and release, status.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Cluster, Fate, NS, names};
+use crate::common::{Cluster, Fate, NS, names};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kore_controller_manager::Options;
@@ -49,7 +47,7 @@ async fn wait_settled(
     })
     .await?;
     let selector = format!("app={app}");
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         c.active_pods(&selector)
             .await
             .ok()
@@ -88,7 +86,7 @@ async fn a_replicaset_of_five_keeps_five_pods_when_pods_are_deleted() -> anyhow:
     for name in &gone {
         api.delete(name, &DeleteParams::default()).await?;
     }
-    let again = wait_for(common::WAIT, || async {
+    let again = wait_for(crate::common::WAIT, || async {
         c.active_pods("app=web")
             .await
             .ok()
@@ -191,7 +189,7 @@ async fn orphans_that_match_are_adopted_and_pods_that_stop_matching_are_released
         &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
     )
     .await?;
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         let p = api.get("orphan").await.ok()?;
         p.metadata
             .owner_references

@@ -1,11 +1,9 @@
 //! apiregistration.k8s.io/v1 APIServices against an in-process kore-apiserver: one local
 //! APIService per served group/version, kept in step with CRDs; user-created ones stored.
 
-mod builtin_common;
-
 use std::time::Duration;
 
-use builtin_common::assert_invalid;
+use crate::common::assert_invalid;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kore_testenv::TestEnv;

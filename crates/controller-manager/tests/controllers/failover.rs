@@ -2,12 +2,10 @@
 //! tasks dropped, as by SIGKILL, so the Lease is not released) the other takes over within
 //! the lease duration, and nothing is created twice across the handover.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fate, Kubelet, NS};
+use crate::common::{Fate, Kubelet, NS};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -52,7 +50,7 @@ async fn the_standby_takes_over_when_the_leader_dies_and_creates_nothing_twice()
     let client = env.client();
     let _kubelet = Kubelet::start(client.clone(), Arc::new(|_: &Pod| Fate::Ready));
     let first = instance(client.clone(), "first")?;
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         (holder(&client).await.as_deref() == Some("first")).then_some(())
     })
     .await?;
@@ -76,7 +74,7 @@ async fn the_standby_takes_over_when_the_leader_dies_and_creates_nothing_twice()
             .map(|l| l.items.len())
             .unwrap_or(0)
     };
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         (count().await == 5).then_some(())
     })
     .await?;
@@ -95,11 +93,11 @@ async fn the_standby_takes_over_when_the_leader_dies_and_creates_nothing_twice()
         &Patch::Merge(json!({"spec": {"replicas": 8}})),
     )
     .await?;
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         (holder(&client).await.as_deref() == Some("second")).then_some(())
     })
     .await?;
-    wait_for(common::WAIT, || async {
+    wait_for(crate::common::WAIT, || async {
         let rs = rss.get("ha").await.ok()?;
         let s = rs.status?;
         (s.replicas == 8

@@ -2,9 +2,7 @@
 //! as v2 and v1 (converted both ways, v2-only parts kept in v1's annotations), defaults,
 //! validation, the status subresource and kubectl's columns.
 
-mod builtin_common;
-
-use builtin_common::{assert_invalid, cell, crud, table};
+use crate::common::{assert_invalid, cell, crud, table};
 use k8s_openapi::api::autoscaling::{v1, v2};
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};

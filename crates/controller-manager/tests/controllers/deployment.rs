@@ -1,12 +1,10 @@
 //! The Deployment controller against kore-apiserver: rolling updates that keep availability,
 //! Recreate, rollback to an old ReplicaSet, revision history cleanup.
 
-mod common;
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use common::{Cluster, NS};
+use crate::common::{Cluster, NS};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kore_runtime::informer::Change;
@@ -253,7 +251,7 @@ async fn a_rolling_update_with_max_unavailable_zero_never_drops_below_the_replic
 
     // Roll out a new image while watching the pods.
     let watch = PodWatch::start(&c, "web", 4);
-    common::wait_until(|| watch.min_ready() != usize::MAX).await?;
+    crate::common::wait_until(|| watch.min_ready() != usize::MAX).await?;
     set_image(&c, "web", "nginx:1.27").await?;
     let d = wait_rolled_out(&c, "web", "nginx:1.27").await?;
     let rss = replicasets(&c, "web").await?;
@@ -274,7 +272,7 @@ async fn a_rolling_update_with_max_unavailable_zero_never_drops_below_the_replic
         Some(("True".into(), "NewReplicaSetAvailable".into()))
     );
     // Settle the watch on the final state before reading it.
-    common::wait_until(|| true).await?;
+    crate::common::wait_until(|| true).await?;
     assert!(
         watch.min_ready() >= 4,
         "ready pods dropped to {} during the rollout",
@@ -320,7 +318,7 @@ async fn recreate_removes_every_old_pod_before_starting_new_ones() -> anyhow::Re
     .await?;
     wait_rolled_out(&c, "batch", "app:1").await?;
     let watch = PodWatch::start(&c, "batch", 3);
-    common::wait_until(|| watch.min_ready() != usize::MAX).await?;
+    crate::common::wait_until(|| watch.min_ready() != usize::MAX).await?;
     set_image(&c, "batch", "app:2").await?;
     let d = wait_rolled_out(&c, "batch", "app:2").await?;
     assert!(
@@ -348,7 +346,7 @@ async fn old_replicasets_beyond_the_revision_history_limit_are_deleted() -> anyh
         set_image(&c, "hist", image).await?;
         wait_rolled_out(&c, "hist", image).await?;
     }
-    let rss = common::wait_for_value(|| async {
+    let rss = crate::common::wait_for_value(|| async {
         let rss = replicasets(&c, "hist").await.ok()?;
         (rss.len() == 2).then_some(rss)
     })
@@ -400,7 +398,7 @@ async fn scaling_a_deployment_scales_its_replicaset() -> anyhow::Result<()> {
 }
 
 /// Pods of image `app:2` never become ready; the others do.
-fn new_image_stuck() -> common::FateFn {
+fn new_image_stuck() -> crate::common::FateFn {
     Arc::new(|p: &Pod| {
         let image = p
             .spec
@@ -409,9 +407,9 @@ fn new_image_stuck() -> common::FateFn {
             .and_then(|c| c.image.clone())
             .unwrap_or_default();
         if image == "app:2" {
-            common::Fate::NotReady
+            crate::common::Fate::NotReady
         } else {
-            common::Fate::Ready
+            crate::common::Fate::Ready
         }
     })
 }
@@ -454,7 +452,7 @@ async fn scaling_during_a_stuck_rollout_is_shared_in_proportion() -> anyhow::Res
         by_image
     };
     let stuck = vec![("app:1".to_owned(), 8), ("app:2".to_owned(), 5)];
-    common::wait_for_value(|| async {
+    crate::common::wait_for_value(|| async {
         let rss = replicasets(&c, "prop").await.ok()?;
         (sizes(&rss) == stuck).then_some(())
     })
@@ -468,7 +466,7 @@ async fn scaling_during_a_stuck_rollout_is_shared_in_proportion() -> anyhow::Res
     )
     .await?;
     let scaled = vec![("app:1".to_owned(), 14), ("app:2".to_owned(), 9)];
-    common::wait_for_value(|| async {
+    crate::common::wait_for_value(|| async {
         let rss = replicasets(&c, "prop").await.ok()?;
         (sizes(&rss) == scaled).then_some(())
     })
@@ -529,7 +527,7 @@ async fn a_rolled_out_deployment_writes_nothing_more() -> anyhow::Result<()> {
         Some(rss)
     };
     // Let in-flight syncs land (the last status writes follow the pods' readiness).
-    let before = common::wait_for_value(|| async {
+    let before = crate::common::wait_for_value(|| async {
         let a = versions().await?;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let b = versions().await?;

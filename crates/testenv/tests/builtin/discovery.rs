@@ -22,7 +22,7 @@ struct Expected {
 }
 
 fn expected() -> Vec<Expected> {
-    let text = include_str!("data/kube-1.33-resources.txt");
+    let text = include_str!("../data/kube-1.33-resources.txt");
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

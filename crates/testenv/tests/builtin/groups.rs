@@ -3,9 +3,7 @@
 //! node.k8s.io/v1 RuntimeClass, certificates.k8s.io/v1 and admissionregistration.k8s.io/v1 —
 //! verbs, Kubernetes' defaults, common validation errors and Tables.
 
-mod builtin_common;
-
-use builtin_common::{assert_invalid, cell, crud, table};
+use crate::common::{assert_invalid, cell, crud, table};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -253,7 +251,7 @@ async fn endpoint_slices() {
         created.ports.expect("ports")[0].protocol.as_deref(),
         Some("TCP")
     );
-    let (code, body) = builtin_common::raw(
+    let (code, body) = crate::common::raw(
         &env,
         http::Method::POST,
         "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
@@ -321,7 +319,7 @@ async fn storage_classes_and_csi_drivers() {
         )
         .await
         .expect_err("parameters are immutable");
-    let status = builtin_common::api_error(err);
+    let status = crate::common::api_error(err);
     assert_eq!(status.code, 422, "{status:?}");
     // Besides the default `standard` every server has.
     let (columns, rows) = table(

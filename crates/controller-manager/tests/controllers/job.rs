@@ -1,11 +1,9 @@
 //! The Job controller against kore-apiserver: completions and parallelism, Indexed Jobs,
 //! backoffLimit, suspend, and pod tracking with the job-tracking finalizer.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Cluster, Fate, NS};
+use crate::common::{Cluster, Fate, NS};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kore_controller_manager::Options;

@@ -1,0 +1,13 @@
+//! kore's controller manager against the in-process API server, controller by controller, in
+//! one test binary (one link instead of one per file). Run one part with
+//! `cargo test -p kore-controller-manager --test controllers -- deployment::`.
+
+mod common;
+
+mod daemonset;
+mod deployment;
+mod failover;
+mod job;
+mod kubectl;
+mod replicaset;
+mod replication;
