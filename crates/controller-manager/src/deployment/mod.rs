@@ -1,11 +1,11 @@
 //! The Deployment controller: one ReplicaSet per pod template, rolled from old to new.
 //!
 //! A sync (Kubernetes' `syncDeployment`) claims the ReplicaSets the selector matches, then:
-//! a paused Deployment, or one whose replicas changed ([`is_scaling_event`]), is only scaled
+//! a paused Deployment, or one whose replicas changed (`is_scaling_event`), is only scaled
 //! (proportionally across its ReplicaSets during a rollout); otherwise it rolls out by its
-//! strategy. RollingUpdate ([`rolling`]) creates the new ReplicaSet (named
+//! strategy. RollingUpdate (`rolling.rs`) creates the new ReplicaSet (named
 //! `<deployment>-<pod-template-hash>`) and scales it up within maxSurge while scaling the old
-//! ones down within maxUnavailable; Recreate ([`recreate`]) scales the old ones to zero, waits
+//! ones down within maxUnavailable; Recreate (`recreate.rs`) scales the old ones to zero, waits
 //! for their pods to be gone, then scales the new one up. The status (replicas,
 //! updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas,
 //! observedGeneration) and the Progressing and Available conditions follow the ReplicaSets;
