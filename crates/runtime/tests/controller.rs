@@ -86,7 +86,7 @@ struct Env {
 
 impl Env {
     async fn start() -> anyhow::Result<Env> {
-        let env = TestEnv::start().await?;
+        let env = TestEnv::builder().without_root_ca().start().await?;
         let client = env.client();
         Ok(Env {
             informers: Informers::new(client.clone()),

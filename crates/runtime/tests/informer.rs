@@ -70,7 +70,7 @@ fn quick_backoff() -> BackoffConfig {
 
 #[tokio::test]
 async fn informer_lists_in_pages_then_follows_every_change() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     for i in 0..7 {
         create(&client, &cm("default", &format!("pre-{i}"), &[])).await?;
@@ -139,7 +139,11 @@ impl tower::Service<http::Request<kube::client::Body>> for Gate {
 
 #[tokio::test]
 async fn informer_relists_after_the_server_compacted_its_history() -> anyhow::Result<()> {
-    let env = TestEnv::builder().history_capacity(8).start().await?;
+    let env = TestEnv::builder()
+        .without_root_ca()
+        .history_capacity(8)
+        .start()
+        .await?;
     let client = env.client();
     let open = Arc::new(AtomicBool::new(true));
     let gated = kube::Client::new(
@@ -204,6 +208,7 @@ async fn informer_recovers_every_key_after_the_server_restarts_on_its_data_dir()
         l.local_addr()?.port()
     };
     let env = TestEnv::builder()
+        .without_root_ca()
         .tcp()
         .port(port)
         .data_dir(dir.path())
@@ -226,6 +231,7 @@ async fn informer_recovers_every_key_after_the_server_restarts_on_its_data_dir()
     env.stop().await;
     tokio::time::sleep(Duration::from_millis(300)).await; // the informer is now retrying
     let env = TestEnv::builder()
+        .without_root_ca()
         .tcp()
         .port(port)
         .data_dir(dir.path())
@@ -250,7 +256,7 @@ async fn informer_recovers_every_key_after_the_server_restarts_on_its_data_dir()
 
 #[tokio::test]
 async fn readers_never_see_a_half_swapped_list() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     for i in 0..60 {
         create(&client, &cm("default", &format!("cm-{i}"), &[])).await?;
@@ -289,7 +295,7 @@ async fn readers_never_see_a_half_swapped_list() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn selectors_and_namespace_scope_limit_what_is_cached() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     create_ns(&client, "one").await?;
     create_ns(&client, "two").await?;
@@ -348,7 +354,7 @@ async fn selectors_and_namespace_scope_limit_what_is_cached() -> anyhow::Result<
 
 #[tokio::test]
 async fn metadata_only_informer_caches_metadata_without_the_data() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     create(&client, &cm("default", "big", &[("app", "web")])).await?;
     let informers = Informers::new(client.clone());
@@ -385,7 +391,7 @@ async fn metadata_only_informer_caches_metadata_without_the_data() -> anyhow::Re
 
 #[tokio::test]
 async fn index_lookups_find_objects_by_source_and_follow_changes() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let with_source = |name: &str, source: &str| {
         let mut c = cm("default", name, &[]);
@@ -439,7 +445,7 @@ async fn index_lookups_find_objects_by_source_and_follow_changes() -> anyhow::Re
 
 #[tokio::test]
 async fn informers_are_shared_and_a_late_subscriber_gets_everything() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let informers = Informers::new(client.clone());
     let first = informers.get::<ConfigMap>(InformerConfig::default());
@@ -494,7 +500,7 @@ fn late_store(informer: &SharedInformer<ConfigMap>) -> Store<ConfigMap> {
 
 #[tokio::test]
 async fn a_slow_subscriber_resyncs_without_blocking_the_others() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let informer: SharedInformer<ConfigMap> = SharedInformer::new(
         client.clone(),
@@ -550,7 +556,7 @@ async fn a_slow_subscriber_resyncs_without_blocking_the_others() -> anyhow::Resu
 
 #[tokio::test]
 async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let informers = Informers::new(client.clone());
     let informer = informers.get::<ConfigMap>(InformerConfig::default());
@@ -624,7 +630,7 @@ async fn next_applied(
 
 #[tokio::test]
 async fn readers_share_the_object_a_change_event_carried() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let informer: SharedInformer<ConfigMap> = SharedInformer::new(
         client.clone(),
@@ -787,7 +793,7 @@ async fn public_futures_are_send(
 /// (they used to be spawned untracked, and the phase waited on nothing).
 #[tokio::test]
 async fn informers_started_with_a_tracker_run_on_it_and_end_on_shutdown() -> anyhow::Result<()> {
-    let env = TestEnv::start().await?;
+    let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
     let informers = Informers::new(client.clone());
     let early = informers.get::<ConfigMap>(InformerConfig::default());

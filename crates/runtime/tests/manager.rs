@@ -51,7 +51,10 @@ async fn holder(client: &kube::Client) -> Option<String> {
 #[tokio::test(start_paused = true)]
 async fn only_the_leader_runs_leader_only_work_and_a_killed_leader_is_replaced_within_the_lease()
 -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (a, mut a_runs) = candidate(env.client(), "a");
     let a_task = tokio::spawn(a.run());
     wait_for(&mut a_runs, true).await;
@@ -88,7 +91,10 @@ async fn only_the_leader_runs_leader_only_work_and_a_killed_leader_is_replaced_w
 #[tokio::test(start_paused = true)]
 async fn a_graceful_stop_releases_the_lease_so_the_standby_takes_over_at_once() -> anyhow::Result<()>
 {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (a, mut a_runs) = candidate(env.client(), "a");
     let a_stop = a.shutdown_handle();
     let a_task = tokio::spawn(a.run());
@@ -120,7 +126,10 @@ async fn a_graceful_stop_releases_the_lease_so_the_standby_takes_over_at_once() 
 #[tokio::test(start_paused = true)]
 async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an_error()
 -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (a, mut a_runs) = candidate(env.client(), "a");
     let mut leadership = a.leadership().expect("leader election is on");
     let a_task = tokio::spawn(a.run());
@@ -161,7 +170,10 @@ async fn losing_the_lease_stops_leader_work_at_once_and_ends_the_manager_with_an
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_work_in_flight_finish_and_starts_nothing_new() -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let started = Arc::new(AtomicUsize::new(0));
     let finished = Arc::new(AtomicUsize::new(0));
     let (s, f) = (Arc::clone(&started), Arc::clone(&finished));
@@ -190,7 +202,10 @@ async fn shutdown_lets_work_in_flight_finish_and_starts_nothing_new() -> anyhow:
 
 #[tokio::test(start_paused = true)]
 async fn a_second_shutdown_request_aborts_the_graceful_shutdown() -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let finished = Arc::new(AtomicUsize::new(0));
     let f = Arc::clone(&finished);
     let worker = runnable_fn("slow", move |_shutdown| async move {
@@ -222,7 +237,10 @@ async fn a_second_shutdown_request_aborts_the_graceful_shutdown() -> anyhow::Res
 
 #[tokio::test(start_paused = true)]
 async fn work_that_outlives_the_grace_period_is_aborted_with_an_error() -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let worker = runnable_fn("stuck", |_shutdown| async move {
         futures::future::pending::<()>().await;
         Ok(())
@@ -250,7 +268,10 @@ async fn work_that_outlives_the_grace_period_is_aborted_with_an_error() -> anyho
 
 #[tokio::test(start_paused = true)]
 async fn a_failing_runnable_stops_the_others_and_is_reported() -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (tx, mut stopped) = watch::channel(false);
     let healthy = runnable_fn("healthy", move |shutdown| async move {
         shutdown.cancelled().await;
@@ -309,7 +330,10 @@ fn listener() -> anyhow::Result<(std::net::TcpListener, std::net::SocketAddr)> {
 #[tokio::test]
 async fn readyz_turns_ready_once_every_readiness_handle_is_dropped_and_never_goes_back()
 -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (l, addr) = listener()?;
     let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
     let mut mgr = Manager::builder(env.client())
@@ -366,7 +390,10 @@ async fn readyz_turns_ready_once_every_readiness_handle_is_dropped_and_never_goe
 
 #[tokio::test]
 async fn healthz_runs_its_named_checks_on_every_request() -> anyhow::Result<()> {
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (l, addr) = listener()?;
     let mgr = Manager::builder(env.client())
         .handle_signals(false)
@@ -418,7 +445,10 @@ async fn healthz_runs_its_named_checks_on_every_request() -> anyhow::Result<()> 
 async fn metrics_serves_the_registry_with_the_leader_election_status() -> anyhow::Result<()> {
     use prometheus_client::metrics::counter::Counter;
 
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let (l, addr) = listener()?;
     let (tx, mut leading) = watch::channel(false);
     let mut mgr = Manager::builder(env.client())
@@ -469,7 +499,10 @@ async fn readiness_and_runnables_wait_until_the_caches_synced() -> anyhow::Resul
     use k8s_openapi::api::core::v1::ConfigMap;
     use kore_runtime::InformerConfig;
 
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     for name in ["one", "two"] {
         let mut cm = ConfigMap::default();
@@ -513,7 +546,10 @@ async fn readyz_stays_unready_while_a_cache_cannot_sync() -> anyhow::Result<()> 
     use k8s_openapi::api::core::v1::ConfigMap;
     use kore_runtime::InformerConfig;
 
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let mgr = Manager::builder(env.client()).handle_signals(false).build();
     // The server rejects this selector, so the informer's list fails and it keeps retrying.
     let store = mgr
@@ -586,7 +622,10 @@ async fn a_recampaigning_manager_stops_its_controller_while_another_holds_the_le
     use kore_runtime::manager::{Leadership, OnLostLeadership};
 
     let run = async {
-        let env = kore_testenv::TestEnv::start().await?;
+        let env = kore_testenv::TestEnv::builder()
+            .without_root_ca()
+            .start()
+            .await?;
         let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
         let leases: Api<Lease> = Api::namespaced(env.client(), "default");
         let create = |name: &str| {
@@ -701,7 +740,10 @@ async fn a_manager_that_recampaigns_refuses_leader_only_runnables_that_cannot_ru
 -> anyhow::Result<()> {
     use kore_runtime::manager::{OnLostLeadership, restartable_fn};
 
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let mgr = Manager::builder(env.client())
         .handle_signals(false)
         .leader_election(LeaseConfig::new("default", "refused"))
@@ -738,7 +780,10 @@ async fn an_elector_campaigns_again_after_a_loss_and_its_metrics_record_the_loss
         text
     }
 
-    let env = kore_testenv::TestEnv::start().await?;
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
     let leases: Api<Lease> = Api::namespaced(env.client(), "default");
     let mut registry = Registry::default();
     let mut elector = LeaderElector::new(
@@ -805,7 +850,10 @@ async fn a_manager_stalled_past_its_renew_deadline_starts_a_new_term_instead_of_
     use kore_runtime::manager::{Leadership, OnLostLeadership, restartable_fn};
 
     let run = async {
-        let env = kore_testenv::TestEnv::start().await?;
+        let env = kore_testenv::TestEnv::builder()
+            .without_root_ca()
+            .start()
+            .await?;
         let leases: Api<Lease> = Api::namespaced(env.client(), "default");
         let (terms_tx, mut terms) = watch::channel(0usize);
         let (running_tx, mut running) = watch::channel(0usize);

@@ -67,6 +67,13 @@ impl Builder {
         self
     }
 
+    /// No `kube-root-ca.crt` ConfigMap in every namespace (as under envtest, whose bare
+    /// kube-apiserver runs no root CA publisher): for tests that count every ConfigMap.
+    pub fn without_root_ca(mut self) -> Self {
+        self.config = self.config.publish_root_ca(false);
+        self
+    }
+
     /// Serve the socket over plain HTTP (anonymous requests act as the administrator).
     pub fn insecure_http(mut self) -> Self {
         self.insecure = true;

@@ -51,6 +51,10 @@ pub struct Config {
     /// Whether to tally RBAC decisions per user and permission
     /// ([`ApiServer::authorizations`]).
     pub record_authorizations: bool,
+    /// Whether the root CA publisher runs (`kube-root-ca.crt` in every namespace; on by
+    /// default). Kubernetes runs it in kube-controller-manager, so a bare kube-apiserver, as
+    /// envtest starts it, has none; tests that count every ConfigMap turn it off.
+    pub publish_root_ca: bool,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(5),
             record_authorizations: false,
+            publish_root_ca: true,
         }
     }
 }
@@ -102,6 +107,13 @@ impl Config {
     #[must_use]
     pub fn history_bytes(mut self, n: usize) -> Self {
         self.history_bytes = n;
+        self
+    }
+
+    /// Runs the root CA publisher or not (see [`Config::publish_root_ca`]).
+    #[must_use]
+    pub fn publish_root_ca(mut self, on: bool) -> Self {
+        self.publish_root_ca = on;
         self
     }
 
@@ -209,7 +221,12 @@ impl ApiServer {
             .map_err(|e| ServerError::Credentials(e.to_string()))?;
         let ca_pem: Arc<str> = Arc::from(tls.ca_pem());
         let unbound = crate::controllers::kubernetes_service::UNBOUND;
-        super::bootstrap::bootstrap(&registry, &ca_pem, unbound).await?;
+        super::bootstrap::bootstrap(
+            &registry,
+            config.publish_root_ca.then_some(&ca_pem),
+            unbound,
+        )
+        .await?;
         let (serving, serving_rx) = tokio::sync::watch::channel(unbound);
         let admin_token = match &config.data_dir {
             Some(dir) => AdminToken::load_or_generate(Some(dir))
@@ -273,11 +290,13 @@ impl ApiServer {
             serving_rx,
             stop.child_token(),
         ));
-        tasks.spawn(crate::controllers::root_ca::run(
-            registry.clone(),
-            ca_pem,
-            stop.child_token(),
-        ));
+        if config.publish_root_ca {
+            tasks.spawn(crate::controllers::root_ca::run(
+                registry.clone(),
+                ca_pem,
+                stop.child_token(),
+            ));
+        }
         tasks.spawn(crate::controllers::gc::run(registry, stop.child_token()));
         app.ready.store(true, Ordering::SeqCst);
         Ok(ApiServer {

@@ -30,14 +30,16 @@ pub const SIMULATED_PROVISIONER: &str = "kore.dev/simulated";
 /// the address the `kubernetes` endpoints point at until the server listens elsewhere.
 pub(super) async fn bootstrap(
     registry: &Arc<Registry>,
-    ca_pem: &str,
+    ca_pem: Option<&Arc<str>>,
     addr: SocketAddr,
 ) -> Result<(), ServerError> {
     seed_namespaces(registry).await?;
     seed_policy(registry).await?;
     seed_cluster_objects(registry).await?;
     crate::controllers::kubernetes_service::ensure(registry, addr).await;
-    crate::controllers::root_ca::ensure_everywhere(registry, ca_pem).await;
+    if let Some(ca_pem) = ca_pem {
+        crate::controllers::root_ca::ensure_everywhere(registry, ca_pem).await;
+    }
     Ok(())
 }
 
