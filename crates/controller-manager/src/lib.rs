@@ -7,6 +7,7 @@
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
+//! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
@@ -15,6 +16,8 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod clock;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod error;
@@ -25,6 +28,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod replication;
 pub mod selector;
+pub mod ttl;
 
 use std::time::Duration;
 
@@ -49,12 +53,14 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 5] = [
+pub const CONTROLLERS: [(&str, &str); 7] = [
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
+    (cronjob::NAME, "cronjob"),
+    (ttl::NAME, "ttl-after-finished"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -97,6 +103,13 @@ pub struct Options {
     pub concurrent_job_syncs: usize,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
+    /// Concurrent CronJob syncs (5, `--concurrent-cron-job-syncs`).
+    pub concurrent_cron_job_syncs: usize,
+    /// Concurrent TTL-after-finished syncs (5, `--concurrent-ttl-after-finished-syncs`).
+    pub concurrent_ttl_after_finished_syncs: usize,
+    /// The time the CronJob and TTL-after-finished controllers read (default the wall clock;
+    /// tests run a faster one, see [`clock::Clock`]).
+    pub clock: clock::Clock,
 }
 
 impl Default for Options {
@@ -113,6 +126,9 @@ impl Default for Options {
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_cron_job_syncs: 5,
+            concurrent_ttl_after_finished_syncs: 5,
+            clock: clock::Clock::system(),
         }
     }
 }
@@ -145,6 +161,13 @@ impl Options {
         self.lease_duration = duration;
         self.renew_deadline = renew;
         self.retry_period = retry;
+        self
+    }
+
+    /// Sets the clock the CronJob and TTL-after-finished controllers read.
+    #[must_use]
+    pub fn clock(mut self, clock: clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -358,6 +381,12 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
+        }
+        if self.options.is_enabled(cronjob::NAME) {
+            started.push(cronjob::register(manager, &caches, &self.options, metrics));
+        }
+        if self.options.is_enabled(ttl::NAME) {
+            started.push(ttl::register(manager, &caches, &self.options, metrics));
         }
         started
     }

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod cronjob;
 mod daemonset;
 mod deployment;
 mod failover;
@@ -11,3 +12,4 @@ mod job;
 mod kubectl;
 mod replicaset;
 mod replication;
+mod ttl;
