@@ -340,6 +340,24 @@ mod tests {
             Some(ts("2030-01-01T12:01:30Z"))
         );
         assert_eq!(utc("0 0 30 2 *").next(ts("2030-01-01T00:00:00Z")), None);
+        // Day of month and day of week: AND when one is `*`, OR when both are restricted.
+        assert_eq!(
+            utc("0 0 15 * *").next(ts("2030-01-01T00:00:00Z")),
+            Some(ts("2030-01-15T00:00:00Z"))
+        );
+        assert_eq!(
+            utc("0 0 1 * MON").next(ts("2030-01-01T00:00:00Z")),
+            Some(ts("2030-01-07T00:00:00Z"))
+        );
+        assert_eq!(
+            utc("0 0 1 * MON").next(ts("2030-01-28T00:00:00Z")),
+            Some(ts("2030-02-01T00:00:00Z"))
+        );
+        // `N/step` runs from N to the end of the range, as robfig reads it.
+        assert_eq!(
+            utc("5/20 * * * *").next(ts("2030-01-01T00:30:00Z")),
+            Some(ts("2030-01-01T00:45:00Z"))
+        );
     }
 
     #[test]
