@@ -221,10 +221,21 @@ async fn forbid_skips_a_start_while_a_job_is_active() -> anyhow::Result<()> {
     let jobs = jobs_of(&c, "single").await?;
     assert_eq!(jobs.len(), 1, "no second Job while the first runs");
     let cj = api.get("single").await?;
-    assert_eq!(
-        active_names(&cj),
-        vec![jobs[0].metadata.name.clone().unwrap_or_default()]
-    );
+    let first = jobs[0].metadata.name.clone().unwrap_or_default();
+    assert_eq!(active_names(&cj), vec![first.clone()]);
+    // Deleted behind the controller's back, the Job leaves the active list and the next
+    // start runs.
+    let api_jobs: Api<Job> = Api::namespaced(c.client.clone(), NS);
+    api_jobs.delete(&first, &Default::default()).await?;
+    let notes = wait_event(&c, "single", "MissingJob").await?;
+    assert_eq!(notes[0], format!("Active job went missing: {first}"));
+    let next = c
+        .wait_object::<CronJob, _>("single", |cj| {
+            let a = active_names(cj);
+            (a.len() == 1 && a[0] != first).then(|| a[0].clone())
+        })
+        .await?;
+    assert!(next > first);
     c.stop().await
 }
 
@@ -267,7 +278,12 @@ async fn a_suspended_cronjob_starts_nothing_and_catches_up_when_resumed() -> any
     let api: Api<CronJob> = Api::namespaced(c.client.clone(), NS);
     api.create(
         &PostParams::default(),
-        &cronjob("paused", "* * * * *", json!({"suspend": true}))?,
+        // Forbid, and Jobs that keep running: nothing but the catch-up start can run.
+        &cronjob(
+            "paused",
+            "* * * * *",
+            json!({"suspend": true, "concurrencyPolicy": "Forbid"}),
+        )?,
     )
     .await?;
     // Two minutes of the fast clock pass; nothing may start.
@@ -276,14 +292,15 @@ async fn a_suspended_cronjob_starts_nothing_and_catches_up_when_resumed() -> any
     let cj = api.get("paused").await?;
     assert!(cj.status.and_then(|s| s.last_schedule_time).is_none());
     set_suspend(&api, "paused", false).await?;
-    // Resumed, only the most recent missed minute runs.
-    let active = c
+    // Resumed, one Job runs for the most recent of the missed minutes, not one for each.
+    let (active, last) = c
         .wait_object::<CronJob, _>("paused", |cj| {
             let a = active_names(cj);
-            (!a.is_empty()).then_some(a)
+            let last = cj.status.as_ref()?.last_schedule_time.clone()?;
+            (!a.is_empty()).then_some((a, last))
         })
         .await?;
-    assert_eq!(active.len(), 1);
+    assert_eq!(active, vec![format!("paused-{}", last.0.as_second() / 60)]);
     assert_eq!(jobs_of(&c, "paused").await?.len(), 1);
     c.stop().await
 }
@@ -299,7 +316,7 @@ async fn missed_start_times_run_once_and_deadline_and_time_zone_count() -> anyho
         (
             "strict",
             "* * * * *",
-            json!({"startingDeadlineSeconds": 10}),
+            json!({"startingDeadlineSeconds": 10, "concurrencyPolicy": "Forbid"}),
         ),
         ("tokyo", "0 21 * * *", json!({"timeZone": "Asia/Tokyo"})),
     ] {
