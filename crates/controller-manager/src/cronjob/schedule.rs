@@ -206,7 +206,18 @@ impl Schedule {
     ) -> Option<Duration> {
         let from = match self.due(created, last, None, now) {
             Err(_) => now,
-            Ok(due) => due.most_recent.unwrap_or(due.earliest),
+            Ok(Due {
+                most_recent: Some(t),
+                ..
+            }) => t,
+            // Nothing missed since `earliest`: the next start after it.
+            Ok(Due {
+                earliest,
+                missed: Missed::None,
+                ..
+            }) => earliest,
+            // Start times were missed but none found: the next one from now.
+            Ok(_) => now,
         };
         let next = self.next(from)?;
         let wait = now.duration_until(next) + SignedDuration::from_millis(100);
