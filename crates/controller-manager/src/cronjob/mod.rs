@@ -449,7 +449,7 @@ impl CronJobReconciler {
                 "Sync",
                 format!(
                     "Missed scheduled time to start a job: {}",
-                    scheduled.strftime("%a, %d %b %Y %H:%M:%S %z")
+                    schedule::rfc1123z(scheduled)
                 ),
             );
             return Ok(next_wait(status));

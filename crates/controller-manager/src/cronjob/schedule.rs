@@ -288,6 +288,14 @@ pub fn rfc3339_in(scheduled: Timestamp, zone: &TimeZone) -> String {
     }
 }
 
+/// `t` in UTC as Go's RFC 1123 with a numeric zone (`Mon, 02 Jan 2006 15:04:05 +0000`), as
+/// the `MissSchedule` event writes it.
+pub fn rfc1123z(t: Timestamp) -> String {
+    t.to_zoned(TimeZone::UTC)
+        .strftime("%a, %d %b %Y %H:%M:%S %z")
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,5 +460,6 @@ mod tests {
         assert_eq!(rfc3339_in(t, &TimeZone::UTC), "2030-01-01T12:00:00Z");
         let berlin = TimeZone::get("Europe/Berlin").expect("the zone");
         assert_eq!(rfc3339_in(t, &berlin), "2030-01-01T13:00:00+01:00");
+        assert_eq!(rfc1123z(t), "Tue, 01 Jan 2030 12:00:00 +0000");
     }
 }
