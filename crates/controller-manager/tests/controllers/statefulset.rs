@@ -565,3 +565,64 @@ async fn kubectl_rollout_status_follows_a_statefulset() -> anyhow::Result<()> {
     drop(sim);
     c.stop().await
 }
+
+#[tokio::test]
+async fn max_unavailable_lets_a_rolling_update_replace_several_pods_at_once() -> anyhow::Result<()>
+{
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(2).await?;
+    let extra = json!({"updateStrategy": {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 2},
+    }});
+    Api::<StatefulSet>::namespaced(c.client.clone(), NS)
+        .create(&PostParams::default(), &statefulset("mu", 3, extra)?)
+        .await?;
+    wait_rolled_out(&c, "mu", 3).await?;
+    let stop = CancellationToken::new();
+    let log = record(&c, "mu", &stop).await;
+    set_image(&c, "mu", "img:2").await?;
+    wait_for(WAIT, || async {
+        let pods = c.active_pods("app=mu").await.ok()?;
+        (pods.len() == 3
+            && pods
+                .iter()
+                .all(|p| image(p).as_deref() == Some("img:2") && is_ready(p)))
+        .then_some(())
+    })
+    .await?;
+    let log = log.lock().expect("not poisoned").clone();
+    // mu-2 and mu-1 went together: mu-1 was terminating before mu-2 came back.
+    let mu2_back = log
+        .iter()
+        .rposition(|s| *s == Seen::Created("mu-2".into()))
+        .unwrap_or_default();
+    assert!(
+        position(&log, &Seen::Terminating("mu-1".into())) < mu2_back,
+        "{log:?}"
+    );
+    stop.cancel();
+    drop(sim);
+    c.stop().await
+}
+
+#[tokio::test]
+async fn ordinals_start_at_spec_ordinals_start() -> anyhow::Result<()> {
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(2).await?;
+    Api::<StatefulSet>::namespaced(c.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &statefulset("ord", 2, json!({"ordinals": {"start": 5}}))?,
+        )
+        .await?;
+    wait_rolled_out(&c, "ord", 2).await?;
+    assert_eq!(names(&c.active_pods("app=ord").await?), ["ord-5", "ord-6"]);
+    assert_eq!(
+        label(&pod(&c, "ord-5").await?, "apps.kubernetes.io/pod-index"),
+        Some("5")
+    );
+    assert_eq!(claim_names(&c).await?, ["data-ord-5", "data-ord-6"]);
+    drop(sim);
+    c.stop().await
+}
