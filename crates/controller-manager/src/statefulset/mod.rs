@@ -262,17 +262,20 @@ impl StatefulSetReconciler {
         outcome?;
         written?;
         truncated?;
-        // A pod ready but not yet available becomes so without an event: look again then.
-        let next = pods
+        // A pod ready but not yet available becomes so without an event, and expectations
+        // may wait for something never observed: look again then.
+        let until_available = pods
             .iter()
             .filter_map(|p| available_at(p, view.min_ready, view.now))
-            .min();
-        Ok(match next {
-            Some(at) => Action::requeue_after(
-                view.now.duration_until(at).unsigned_abs() + Duration::from_secs(1),
-            ),
-            None => Action::done(),
-        })
+            .min()
+            .map(|at| view.now.duration_until(at).unsigned_abs() + Duration::from_secs(1));
+        let until_expired = self.expectations.expires_in(key);
+        Ok(
+            match until_available.into_iter().chain(until_expired).min() {
+                Some(after) => Action::requeue_after(after),
+                None => Action::done(),
+            },
+        )
     }
 
     /// The current and update revisions and the collision count (`getStatefulSetRevisions`):
