@@ -562,6 +562,42 @@ async fn kubectl_rollout_status_follows_a_statefulset() -> anyhow::Result<()> {
         .await;
     assert!(out.contains("roll out complete"), "{out}");
     assert_eq!(image(&pod(&c, "kweb-0").await?).as_deref(), Some("img:2"));
+
+    // The revisions are what kubectl reads and restores.
+    let history = kubectl
+        .ok(&["rollout", "history", "statefulset/kweb"])
+        .await;
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+    kubectl.ok(&["rollout", "undo", "statefulset/kweb"]).await;
+    let out = kubectl
+        .ok(&["rollout", "status", "statefulset/kweb", "--timeout=60s"])
+        .await;
+    assert!(out.contains("roll out complete"), "{out}");
+    wait_for(WAIT, || async {
+        let pods = c.active_pods("app=kweb").await.ok()?;
+        (pods.len() == 2
+            && pods
+                .iter()
+                .all(|p| image(p).as_deref() == Some("img:1") && is_ready(p)))
+        .then_some(())
+    })
+    .await?;
+    // Going back renumbered the first revision instead of making a third.
+    let set = wait_rolled_out(&c, "kweb", 2).await?;
+    let mut revisions: Vec<(i64, Option<String>)> =
+        Api::<ControllerRevision>::namespaced(c.client.clone(), NS)
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|r| (r.revision, r.metadata.name))
+            .collect();
+    revisions.sort();
+    assert_eq!(revisions.len(), 2, "{revisions:?}");
+    assert_eq!(
+        revisions[1],
+        (3, set.status.and_then(|s| s.current_revision))
+    );
     drop(sim);
     c.stop().await
 }
