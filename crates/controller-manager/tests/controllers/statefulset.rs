@@ -662,3 +662,42 @@ async fn ordinals_start_at_spec_ordinals_start() -> anyhow::Result<()> {
     drop(sim);
     c.stop().await
 }
+
+#[tokio::test]
+async fn min_ready_seconds_holds_the_next_pod_until_the_previous_is_available() -> anyhow::Result<()>
+{
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(2).await?;
+    Api::<StatefulSet>::namespaced(c.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &statefulset("slow", 2, json!({"minReadySeconds": 1}))?,
+        )
+        .await?;
+    // availableReplicas reaches 2 with no pod event after the last readiness: the
+    // controller requeues itself for the moment a pod becomes available.
+    wait_rolled_out(&c, "slow", 2).await?;
+    let ready_at = pod(&c, "slow-0")
+        .await?
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .and_then(|c| c.last_transition_time)
+        .map(|t| t.0.as_second());
+    let created_at = pod(&c, "slow-1")
+        .await?
+        .metadata
+        .creation_timestamp
+        .map(|t| t.0.as_second());
+    let (Some(ready_at), Some(created_at)) = (ready_at, created_at) else {
+        anyhow::bail!("slow-0 has no Ready time or slow-1 no creation time");
+    };
+    assert!(
+        created_at > ready_at,
+        "slow-1 was created at {created_at}, before slow-0 (ready at {ready_at}) was available"
+    );
+    drop(sim);
+    c.stop().await
+}
