@@ -25,6 +25,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod replication;
 pub mod selector;
+pub mod statefulset;
 
 use std::time::Duration;
 
@@ -49,12 +50,13 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 5] = [
+pub const CONTROLLERS: [(&str, &str); 6] = [
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
+    (statefulset::NAME, "statefulset"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -97,6 +99,8 @@ pub struct Options {
     pub concurrent_job_syncs: usize,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
+    /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
+    pub concurrent_statefulset_syncs: usize,
 }
 
 impl Default for Options {
@@ -113,6 +117,7 @@ impl Default for Options {
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_statefulset_syncs: 5,
         }
     }
 }
@@ -358,6 +363,14 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
+        }
+        if self.options.is_enabled(statefulset::NAME) {
+            started.push(statefulset::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
         }
         started
     }

@@ -11,3 +11,4 @@ mod job;
 mod kubectl;
 mod replicaset;
 mod replication;
+mod statefulset;
