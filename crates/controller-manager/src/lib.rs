@@ -28,6 +28,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod replication;
 pub mod selector;
+pub mod statefulset;
 pub mod ttl;
 
 use std::time::Duration;
@@ -53,12 +54,13 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 7] = [
+pub const CONTROLLERS: [(&str, &str); 8] = [
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
+    (statefulset::NAME, "statefulset"),
     (cronjob::NAME, "cronjob"),
     (ttl::NAME, "ttl-after-finished"),
 ];
@@ -103,6 +105,8 @@ pub struct Options {
     pub concurrent_job_syncs: usize,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
+    /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
+    pub concurrent_statefulset_syncs: usize,
     /// Concurrent CronJob syncs (5, `--concurrent-cron-job-syncs`).
     pub concurrent_cron_job_syncs: usize,
     /// Concurrent TTL-after-finished syncs (5, `--concurrent-ttl-after-finished-syncs`).
@@ -126,6 +130,7 @@ impl Default for Options {
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_statefulset_syncs: 5,
             concurrent_cron_job_syncs: 5,
             concurrent_ttl_after_finished_syncs: 5,
             clock: clock::Clock::system(),
@@ -381,6 +386,14 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
+        }
+        if self.options.is_enabled(statefulset::NAME) {
+            started.push(statefulset::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
         }
         if self.options.is_enabled(cronjob::NAME) {
             started.push(cronjob::register(manager, &caches, &self.options, metrics));

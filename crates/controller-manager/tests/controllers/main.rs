@@ -12,4 +12,5 @@ mod job;
 mod kubectl;
 mod replicaset;
 mod replication;
+mod statefulset;
 mod ttl;
