@@ -193,33 +193,36 @@ impl DisruptionReconciler {
         r: &OwnerReference,
         namespace: &str,
     ) -> Result<Option<(String, i32)>, Error> {
-        if r.kind == "ReplicationController" && r.api_version == "v1" {
-            if let Some(rc) = owner(&self.rcs, namespace, r) {
-                let n = rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                return Ok(Some((r.uid.clone(), n)));
-            }
+        if r.kind == "ReplicationController"
+            && r.api_version == "v1"
+            && let Some(rc) = owner(&self.rcs, namespace, r)
+        {
+            let n = rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            return Ok(Some((r.uid.clone(), n)));
         }
-        if r.kind == "ReplicaSet" && is_apps(r) {
-            if let Some(rs) = owner(&self.replicasets, namespace, r) {
-                match controller_ref(&rs.metadata) {
-                    Some(d) if d.kind == "Deployment" && is_apps(d) => {
-                        if let Some(dep) = owner(&self.deployments, namespace, d) {
-                            let n = dep.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                            return Ok(Some((d.uid.clone(), n)));
-                        }
+        if r.kind == "ReplicaSet"
+            && is_apps(r)
+            && let Some(rs) = owner(&self.replicasets, namespace, r)
+        {
+            match controller_ref(&rs.metadata) {
+                Some(d) if d.kind == "Deployment" && is_apps(d) => {
+                    if let Some(dep) = owner(&self.deployments, namespace, d) {
+                        let n = dep.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                        return Ok(Some((d.uid.clone(), n)));
                     }
-                    _ => {
-                        let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                        return Ok(Some((r.uid.clone(), n)));
-                    }
+                }
+                _ => {
+                    let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                    return Ok(Some((r.uid.clone(), n)));
                 }
             }
         }
-        if r.kind == "StatefulSet" && is_apps(r) {
-            if let Some(ss) = owner(&self.statefulsets, namespace, r) {
-                let n = ss.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                return Ok(Some((r.uid.clone(), n)));
-            }
+        if r.kind == "StatefulSet"
+            && is_apps(r)
+            && let Some(ss) = owner(&self.statefulsets, namespace, r)
+        {
+            let n = ss.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            return Ok(Some((r.uid.clone(), n)));
         }
         self.generic_scale(r, namespace).await
     }

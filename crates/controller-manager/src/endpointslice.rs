@@ -485,8 +485,10 @@ fn ports_key(ports: Option<&Vec<EndpointPort>>) -> PortsKey {
     key
 }
 
-/// What identifies an endpoint across syncs: its pod and addresses.
-fn endpoint_key(ep: &Endpoint) -> (String, String, Vec<String>) {
+/// What identifies an endpoint across syncs: its pod's namespace and name, its addresses.
+type EndpointKey = (String, String, Vec<String>);
+
+fn endpoint_key(ep: &Endpoint) -> EndpointKey {
     let r = ep.target_ref.clone().unwrap_or_default();
     let mut addresses = ep.addresses.clone();
     addresses.sort();
@@ -557,8 +559,7 @@ fn plan_address_type(
     let wanted_user_labels = user_labels(svc.metadata.labels.as_ref());
     let deleted_before = plan.delete.len();
     // Endpoints still to place, per port group, by key.
-    let mut remaining: BTreeMap<PortsKey, BTreeMap<(String, String, Vec<String>), Endpoint>> =
-        BTreeMap::new();
+    let mut remaining: BTreeMap<PortsKey, BTreeMap<EndpointKey, Endpoint>> = BTreeMap::new();
     for (key, (_, eps)) in &mut desired {
         remaining.insert(
             key.clone(),
