@@ -27,7 +27,7 @@
 //! `disruptionsAllowed: 0` and the condition False `SyncFailed` with the error: evictions stop
 //! rather than go through on a wrong count (Kubernetes' `failSafe`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -268,19 +268,19 @@ impl DisruptionReconciler {
     ) -> Result<(i32, Vec<String>), Error> {
         let mut scales: HashMap<String, i32> = HashMap::new();
         let mut unmanaged = Vec::new();
-        let mut looked_up: HashMap<String, ()> = HashMap::new();
+        let mut looked_up: HashSet<String> = HashSet::new();
         for pod in pods {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let Some(r) = controller_ref(&pod.metadata) else {
                 unmanaged.push(name);
                 continue;
             };
-            if looked_up.contains_key(&r.uid) {
+            if looked_up.contains(&r.uid) {
                 continue;
             }
             match self.scale_of(r, namespace).await? {
                 Some((uid, n)) => {
-                    looked_up.insert(r.uid.clone(), ());
+                    looked_up.insert(r.uid.clone());
                     scales.insert(uid, n);
                 }
                 None => return Err(Error::NoController(name)),

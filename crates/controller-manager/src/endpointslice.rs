@@ -75,6 +75,8 @@ pub const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
 pub const LAST_CHANGE_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 /// The node label whose value becomes an endpoint's zone.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The largest `--max-endpoints-per-slice` kube-controller-manager accepts.
+pub const MAX_ENDPOINTS_PER_SLICE_LIMIT: usize = 1000;
 /// Event reason: writing a Service's slices failed.
 pub const REASON_FAILED_UPDATE: &str = "FailedToUpdateEndpointSlices";
 
@@ -150,7 +152,9 @@ pub(crate) fn register(
         pods: caches.pods.store(),
         nodes: nodes.store(),
         slices: CachedClient::new(client.clone(), slices),
-        max_per_slice: options.max_endpoints_per_slice.max(1),
+        max_per_slice: options
+            .max_endpoints_per_slice
+            .clamp(1, MAX_ENDPOINTS_PER_SLICE_LIMIT),
         triggers: TriggerTimes::default(),
         recorder: crate::recorder(&client, NAME),
     };

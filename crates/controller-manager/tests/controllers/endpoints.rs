@@ -4,12 +4,14 @@
 //! written at steady state, and Services without a selector are left alone.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{Cluster, NS, wait_for_value};
+use crate::common::{Cluster, Fate, NS, wait_for_value};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kore_controller_manager::Options;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -359,5 +361,70 @@ async fn services_without_a_selector_are_left_alone() -> anyhow::Result<()> {
     // A deleted Service's Endpoints go with it.
     services.delete("empty", &DeleteParams::default()).await?;
     wait_for_value(|| async { eps.get_opt("empty").await.ok()?.is_none().then_some(()) }).await?;
+    c.stop().await
+}
+
+#[tokio::test]
+async fn slices_hold_at_most_max_endpoints_and_can_publish_not_ready_pods() -> anyhow::Result<()> {
+    let mut options = Options::default();
+    options.max_endpoints_per_slice = 2;
+    let c = Cluster::start_with(options, Arc::new(|_: &Pod| Fate::Ready))
+        .await?
+        .without_kubelet();
+    let sim = c.env.start_simulation(2).await?;
+    // Pods that never become ready.
+    let mut d = deployment("slow", 3)?;
+    if let Some(spec) = d.spec.as_mut()
+        && let Some(pod) = spec.template.spec.as_mut()
+    {
+        pod.containers[0].readiness_probe = Some(serde_json::from_value(
+            json!({"initialDelaySeconds": 3600, "httpGet": {"port": 8080}}),
+        )?);
+    }
+    if let Some(labels) = d
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.metadata.as_mut())
+        .and_then(|m| m.labels.as_mut())
+    {
+        labels.insert("tier".into(), "slow".into());
+    }
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    deployments.create(&PostParams::default(), &d).await?;
+    let mut svc = service("slow")?;
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.selector = Some([("tier".to_owned(), "slow".to_owned())].into());
+        spec.publish_not_ready_addresses = Some(true);
+    }
+    let services: Api<Service> = Api::namespaced(c.client.clone(), NS);
+    services.create(&PostParams::default(), &svc).await?;
+    let pods = wait_for_value(|| async {
+        c.active_pods("app=slow").await.ok().filter(|p| {
+            p.len() == 3
+                && p.iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some())
+        })
+    })
+    .await?;
+    // publishNotReadyAddresses: ready although the pods are not.
+    let slices = wait_endpoints(&c, "slow", &names_ready(&pods)).await?;
+    let mut sizes: Vec<usize> = slices.iter().map(|s| s.endpoints.len()).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [1, 2], "at most 2 endpoints per slice");
+    for e in slices.iter().flat_map(|s| s.endpoints.iter()) {
+        let cond = e.conditions.clone().unwrap_or_default();
+        assert_eq!((cond.ready, cond.serving), (Some(true), Some(false)));
+    }
+    c.wait_object::<Endpoints, _>("slow", |e| {
+        let n: usize = e
+            .subsets
+            .iter()
+            .flatten()
+            .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
+            .sum();
+        (n == 3).then_some(())
+    })
+    .await?;
+    drop(sim);
     c.stop().await
 }
