@@ -5,7 +5,7 @@
 
 use crate::common::{Cluster, NS, wait_for_value};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -164,6 +164,62 @@ async fn a_budget_without_pods_allows_nothing() -> anyhow::Result<()> {
     assert_eq!(
         condition(&p),
         Some(("False".into(), "InsufficientPods".into()))
+    );
+    c.stop().await
+}
+
+#[tokio::test]
+async fn a_budget_whose_pods_controller_cannot_be_found_fails_safe() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    // A pod controlled by an object without a scale (a ConfigMap): a percentage cannot be
+    // resolved.
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), NS);
+    let cm = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner", "namespace": NS}}))?,
+        )
+        .await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "orphan", "namespace": NS, "labels": {"app": "lost"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                          "uid": cm.metadata.uid, "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "lost:1"}]},
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    pods.create(&PostParams::default(), &pod).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.client.clone(), NS);
+    budgets
+        .create(
+            &PostParams::default(),
+            &pdb("lost", "lost", json!({"minAvailable": "50%"}))?,
+        )
+        .await?;
+    let p = c
+        .wait_object::<PodDisruptionBudget, _>("lost", |p| {
+            (condition(p).map(|c| c.1).as_deref() == Some("SyncFailed")).then(|| p.clone())
+        })
+        .await?;
+    let status = p.status.unwrap_or_default();
+    assert_eq!(status.disruptions_allowed, 0);
+    let message = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionAllowed")
+        .map(|c| c.message)
+        .unwrap_or_default();
+    assert!(
+        message.contains("found no controllers for pod \"orphan\""),
+        "{message}"
+    );
+
+    // An integer minAvailable needs no scale: the budget recovers.
+    patch_spec(&c, "lost", json!({"minAvailable": 0})).await?;
+    let p = wait_counts(&c, "lost", (1, 0, 1, 1)).await?;
+    assert_eq!(
+        condition(&p),
+        Some(("True".into(), "SufficientPods".into()))
     );
     c.stop().await
 }
