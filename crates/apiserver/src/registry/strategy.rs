@@ -128,6 +128,14 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// Finalizers the first delete of an object adds before deciding whether it is held: a
+    /// CRD gets `customresourcecleanup.apiextensions.k8s.io`, so it stays until the CRD
+    /// controller has removed its objects (Kubernetes adds it in the CRD's delete, not at
+    /// creation).
+    fn finalizers_on_delete(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Prepares an object that a delete marks for deletion (something holds it) before it is
     /// written; `now` is the deletion timestamp. A namespace turns `Terminating`; a CRD gets
     /// its `Terminating` condition.
