@@ -7,6 +7,8 @@
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
+//! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
+//! - [`disruption`]: PodDisruptionBudget status.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
@@ -17,6 +19,9 @@
 
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod error;
 pub mod expectations;
 pub mod job;
@@ -50,13 +55,16 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 6] = [
+pub const CONTROLLERS: &[(&str, &str)] = &[
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
     (statefulset::NAME, "statefulset"),
+    (endpointslice::NAME, "endpointslice"),
+    (endpoints::NAME, "endpoint"),
+    (disruption::NAME, "disruption"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -101,6 +109,13 @@ pub struct Options {
     pub concurrent_daemonset_syncs: usize,
     /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
     pub concurrent_statefulset_syncs: usize,
+    /// Concurrent Service syncs of the EndpointSlice controller (5,
+    /// `--concurrent-service-endpoint-syncs`).
+    pub concurrent_service_endpoint_syncs: usize,
+    /// The most endpoints an EndpointSlice gets (100, `--max-endpoints-per-slice`).
+    pub max_endpoints_per_slice: usize,
+    /// Concurrent Service syncs of the Endpoints controller (5, `--concurrent-endpoint-syncs`).
+    pub concurrent_endpoint_syncs: usize,
 }
 
 impl Default for Options {
@@ -118,6 +133,9 @@ impl Default for Options {
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
             concurrent_statefulset_syncs: 5,
+            concurrent_service_endpoint_syncs: 5,
+            max_endpoints_per_slice: 100,
+            concurrent_endpoint_syncs: 5,
         }
     }
 }
@@ -366,6 +384,30 @@ impl ControllerManager {
         }
         if self.options.is_enabled(statefulset::NAME) {
             started.push(statefulset::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(endpointslice::NAME) {
+            started.push(endpointslice::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(endpoints::NAME) {
+            started.push(endpoints::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(disruption::NAME) {
+            started.push(disruption::register(
                 manager,
                 &caches,
                 &self.options,

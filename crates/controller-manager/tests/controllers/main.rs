@@ -6,6 +6,8 @@ mod common;
 
 mod daemonset;
 mod deployment;
+mod disruption;
+mod endpoints;
 mod failover;
 mod job;
 mod kubectl;
