@@ -8,6 +8,8 @@
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
 //! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
+//! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
+//! - [`disruption`]: PodDisruptionBudget status.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
@@ -20,6 +22,9 @@ pub mod clock;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod error;
 pub mod expectations;
 pub mod job;
@@ -54,7 +59,7 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 8] = [
+pub const CONTROLLERS: &[(&str, &str)] = &[
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
@@ -63,6 +68,9 @@ pub const CONTROLLERS: [(&str, &str); 8] = [
     (statefulset::NAME, "statefulset"),
     (cronjob::NAME, "cronjob"),
     (ttl::NAME, "ttl-after-finished"),
+    (endpointslice::NAME, "endpointslice"),
+    (endpoints::NAME, "endpoint"),
+    (disruption::NAME, "disruption"),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -114,6 +122,13 @@ pub struct Options {
     /// The time the CronJob and TTL-after-finished controllers read (default the wall clock;
     /// tests run a faster one, see [`clock::Clock`]).
     pub clock: clock::Clock,
+    /// Concurrent Service syncs of the EndpointSlice controller (5,
+    /// `--concurrent-service-endpoint-syncs`).
+    pub concurrent_service_endpoint_syncs: usize,
+    /// The most endpoints an EndpointSlice gets (100, `--max-endpoints-per-slice`).
+    pub max_endpoints_per_slice: usize,
+    /// Concurrent Service syncs of the Endpoints controller (5, `--concurrent-endpoint-syncs`).
+    pub concurrent_endpoint_syncs: usize,
 }
 
 impl Default for Options {
@@ -134,6 +149,9 @@ impl Default for Options {
             concurrent_cron_job_syncs: 5,
             concurrent_ttl_after_finished_syncs: 5,
             clock: clock::Clock::system(),
+            concurrent_service_endpoint_syncs: 5,
+            max_endpoints_per_slice: 100,
+            concurrent_endpoint_syncs: 5,
         }
     }
 }
@@ -400,6 +418,30 @@ impl ControllerManager {
         }
         if self.options.is_enabled(ttl::NAME) {
             started.push(ttl::register(manager, &caches, &self.options, metrics));
+        }
+        if self.options.is_enabled(endpointslice::NAME) {
+            started.push(endpointslice::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(endpoints::NAME) {
+            started.push(endpoints::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(disruption::NAME) {
+            started.push(disruption::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
         }
         started
     }

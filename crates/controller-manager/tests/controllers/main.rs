@@ -7,6 +7,8 @@ mod common;
 mod cronjob;
 mod daemonset;
 mod deployment;
+mod disruption;
+mod endpoints;
 mod failover;
 mod job;
 mod kubectl;
