@@ -20,11 +20,13 @@ pub mod deployment;
 pub mod error;
 pub mod expectations;
 pub mod job;
+pub mod nodelifecycle;
 pub mod ownership;
 pub mod pods;
 pub mod replicaset;
 pub mod replication;
 pub mod selector;
+pub mod volume;
 
 use std::time::Duration;
 
@@ -49,12 +51,18 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 5] = [
+pub const CONTROLLERS: [(&str, &str); 8] = [
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
+    (nodelifecycle::NAME, nodelifecycle::ALIAS),
+    (
+        nodelifecycle::taint_eviction::NAME,
+        nodelifecycle::taint_eviction::NAME,
+    ),
+    (volume::NAME, volume::ALIAS),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -97,6 +105,10 @@ pub struct Options {
     pub concurrent_job_syncs: usize,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
+    /// How long a node may go without a heartbeat before it is Unknown (50 s, `--node-monitor-grace-period`).
+    pub node_monitor_grace_period: Duration,
+    /// The same for a node that never posted a Ready condition (60 s, `--node-startup-grace-period`).
+    pub node_startup_grace_period: Duration,
 }
 
 impl Default for Options {
@@ -113,6 +125,8 @@ impl Default for Options {
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            node_monitor_grace_period: nodelifecycle::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            node_startup_grace_period: nodelifecycle::DEFAULT_NODE_STARTUP_GRACE_PERIOD,
         }
     }
 }
@@ -358,6 +372,25 @@ impl ControllerManager {
             );
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
+        }
+        if self.options.is_enabled(nodelifecycle::NAME) {
+            started.push(nodelifecycle::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(nodelifecycle::taint_eviction::NAME) {
+            started.push(nodelifecycle::taint_eviction::register(
+                manager,
+                &caches,
+                &self.options,
+                metrics,
+            ));
+        }
+        if self.options.is_enabled(volume::NAME) {
+            started.push(volume::register(manager, &caches, &self.options, metrics));
         }
         started
     }
