@@ -9,5 +9,7 @@ mod deployment;
 mod failover;
 mod job;
 mod kubectl;
+mod nodelifecycle;
 mod replicaset;
 mod replication;
+mod volume;
