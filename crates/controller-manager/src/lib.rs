@@ -7,6 +7,9 @@
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
+//! - [`nodelifecycle`]: nodes without heartbeats become Unknown and tainted; its
+//!   [`taint_eviction`](nodelifecycle::taint_eviction) evicts the pods that do not tolerate that.
+//! - [`volume`]: binds PersistentVolumeClaims to volumes, provisioning simulated ones.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
