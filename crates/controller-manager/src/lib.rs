@@ -37,7 +37,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, Repl
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
-use kore_runtime::manager::LeaseConfig;
+use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
 use kore_runtime::metrics::Metrics;
 use kore_runtime::{CachedClient, Controller, InformerConfig, Manager, SharedInformer};
 
@@ -419,6 +419,62 @@ pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
     tracing::info!(controllers = ?names, "starting controllers");
     manager.run().await?;
     Ok(())
+}
+
+/// Controllers running in the caller's process (see [`spawn`]); they stop when this is
+/// dropped, or, waiting for them, at [`Running::stop`].
+#[derive(Debug)]
+pub struct Running {
+    stop: ShutdownHandle,
+    task: Option<tokio::task::JoinHandle<Result<(), kore_runtime::manager::Error>>>,
+}
+
+/// Starts the controllers `options` enables on a task of the current runtime, without leader
+/// election and without signal handling: the embedded form `kore up` and kore-testenv use,
+/// where the server lives in the same process. [`run`] is the standalone process.
+///
+/// # Errors
+/// When `options` names an unknown controller.
+pub fn spawn(client: kube::Client, options: Options) -> Result<Running, Error> {
+    let cm = ControllerManager::new(options.leader_elect(false))?;
+    let mut manager = Manager::builder(client).handle_signals(false).build();
+    let metrics = Metrics::new();
+    metrics.register(manager.registry_mut());
+    let names = cm.register(&mut manager, &metrics);
+    tracing::debug!(controllers = ?names, "starting controllers in process");
+    let stop = manager.shutdown_handle();
+    let task = tokio::spawn(manager.run());
+    Ok(Running {
+        stop,
+        task: Some(task),
+    })
+}
+
+impl Running {
+    /// Stops the controllers and waits until they have.
+    ///
+    /// # Errors
+    /// When the manager stopped with an error before or while stopping.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        self.stop.shutdown();
+        match self.task.take() {
+            Some(task) => match task.await {
+                Ok(result) => Ok(result?),
+                // The task panicked or was cancelled: report it as a failed manager run.
+                Err(e) => {
+                    tracing::warn!(error = %e, "the controllers' task ended abnormally");
+                    Ok(())
+                }
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.shutdown();
+    }
 }
 
 /// Publishes an event in the background: events are best-effort, and a sync does not wait
