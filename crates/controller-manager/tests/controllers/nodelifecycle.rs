@@ -16,10 +16,10 @@ use kore_testenv::NodeConfig;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-/// Both controllers, with a grace period of two seconds.
+/// Both controllers, with a grace period of three seconds (fifteen Lease renewals).
 async fn cluster() -> anyhow::Result<Cluster> {
     let mut options = Options::default().controllers([nodelifecycle::NAME, taint_eviction::NAME]);
-    options.node_monitor_grace_period = Duration::from_secs(2);
+    options.node_monitor_grace_period = Duration::from_secs(3);
     Cluster::start_with(options, Arc::new(|_: &Pod| Fate::Ready)).await
 }
 
@@ -115,27 +115,36 @@ async fn revive(c: &Cluster, node: &str) -> anyhow::Result<tokio::task::JoinHand
         }
     });
     let nodes: Api<Node> = Api::all(c.client.clone());
-    let mut current = nodes.get(node).await?;
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now());
-    for cond in current
-        .status
-        .get_or_insert_with(Default::default)
-        .conditions
-        .get_or_insert_with(Vec::new)
-    {
-        cond.last_heartbeat_time = Some(now.clone());
-        cond.last_transition_time = Some(now.clone());
-        if cond.type_ == "Ready" {
-            cond.status = "True".into();
-            cond.reason = Some("KubeletReady".into());
-            cond.message = Some("kubelet is posting ready status".into());
-        } else {
-            cond.status = "False".into();
+    // The controller writes the node too: a conflict is retried with a fresh copy.
+    wait_for_value(|| {
+        let nodes = nodes.clone();
+        async move {
+            let mut current = nodes.get(node).await.ok()?;
+            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now());
+            for cond in current
+                .status
+                .get_or_insert_with(Default::default)
+                .conditions
+                .get_or_insert_with(Vec::new)
+            {
+                cond.last_heartbeat_time = Some(now.clone());
+                cond.last_transition_time = Some(now.clone());
+                if cond.type_ == "Ready" {
+                    cond.status = "True".into();
+                    cond.reason = Some("KubeletReady".into());
+                    cond.message = Some("kubelet is posting ready status".into());
+                } else {
+                    cond.status = "False".into();
+                }
+            }
+            nodes
+                .replace_status(node, &PostParams::default(), &current)
+                .await
+                .ok()
+                .map(|_| ())
         }
-    }
-    nodes
-        .replace_status(node, &PostParams::default(), &current)
-        .await?;
+    })
+    .await?;
     Ok(renewals)
 }
 
