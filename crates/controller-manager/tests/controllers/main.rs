@@ -11,6 +11,8 @@ mod endpoints;
 mod failover;
 mod job;
 mod kubectl;
+mod nodelifecycle;
 mod replicaset;
 mod replication;
 mod statefulset;
+mod volume;
