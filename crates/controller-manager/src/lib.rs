@@ -7,9 +7,13 @@
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
+//! - [`statefulset`]: pods with stable names and claims, in order.
 //! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
 //! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
 //! - [`disruption`]: PodDisruptionBudget status.
+//! - [`nodelifecycle`]: nodes without heartbeats become Unknown and tainted; its
+//!   [`taint_eviction`](nodelifecycle::taint_eviction) evicts the pods that do not tolerate that.
+//! - [`volume`]: binds PersistentVolumeClaims to volumes, provisioning simulated ones.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
@@ -28,6 +32,7 @@ pub mod endpointslice;
 pub mod error;
 pub mod expectations;
 pub mod job;
+pub mod nodelifecycle;
 pub mod ownership;
 pub mod pods;
 pub mod replicaset;
@@ -35,6 +40,7 @@ pub mod replication;
 pub mod selector;
 pub mod statefulset;
 pub mod ttl;
+pub mod volume;
 
 use std::time::Duration;
 
@@ -71,6 +77,12 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
     (endpointslice::NAME, "endpointslice"),
     (endpoints::NAME, "endpoint"),
     (disruption::NAME, "disruption"),
+    (nodelifecycle::NAME, nodelifecycle::ALIAS),
+    (
+        nodelifecycle::taint_eviction::NAME,
+        nodelifecycle::taint_eviction::NAME,
+    ),
+    (volume::NAME, volume::ALIAS),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -129,6 +141,10 @@ pub struct Options {
     pub max_endpoints_per_slice: usize,
     /// Concurrent Service syncs of the Endpoints controller (5, `--concurrent-endpoint-syncs`).
     pub concurrent_endpoint_syncs: usize,
+    /// How long a node may go without a heartbeat before it is Unknown (50 s, `--node-monitor-grace-period`).
+    pub node_monitor_grace_period: Duration,
+    /// The same for a node that never posted a Ready condition (60 s, `--node-startup-grace-period`).
+    pub node_startup_grace_period: Duration,
 }
 
 impl Default for Options {
@@ -152,6 +168,8 @@ impl Default for Options {
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: 100,
             concurrent_endpoint_syncs: 5,
+            node_monitor_grace_period: nodelifecycle::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            node_startup_grace_period: nodelifecycle::DEFAULT_NODE_STARTUP_GRACE_PERIOD,
         }
     }
 }
@@ -405,47 +423,34 @@ impl ControllerManager {
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
         }
-        if self.options.is_enabled(statefulset::NAME) {
-            started.push(statefulset::register(
-                manager,
-                &caches,
-                &self.options,
-                metrics,
-            ));
-        }
-        if self.options.is_enabled(cronjob::NAME) {
-            started.push(cronjob::register(manager, &caches, &self.options, metrics));
-        }
-        if self.options.is_enabled(ttl::NAME) {
-            started.push(ttl::register(manager, &caches, &self.options, metrics));
-        }
-        if self.options.is_enabled(endpointslice::NAME) {
-            started.push(endpointslice::register(
-                manager,
-                &caches,
-                &self.options,
-                metrics,
-            ));
-        }
-        if self.options.is_enabled(endpoints::NAME) {
-            started.push(endpoints::register(
-                manager,
-                &caches,
-                &self.options,
-                metrics,
-            ));
-        }
-        if self.options.is_enabled(disruption::NAME) {
-            started.push(disruption::register(
-                manager,
-                &caches,
-                &self.options,
-                metrics,
-            ));
+        for (name, register) in REGISTERS {
+            if self.options.is_enabled(name) {
+                started.push(register(manager, &caches, &self.options, metrics));
+            }
         }
         started
     }
 }
+
+/// How a controller module adds itself to a manager: its informers, indexes, mappers and
+/// controller; returns its name.
+type Register = fn(&mut Manager, &Caches, &Options, &Metrics) -> &'static str;
+
+/// The controllers that register themselves, in the order they start after the ones above.
+const REGISTERS: &[(&str, Register)] = &[
+    (statefulset::NAME, statefulset::register),
+    (cronjob::NAME, cronjob::register),
+    (ttl::NAME, ttl::register),
+    (nodelifecycle::NAME, nodelifecycle::register),
+    (
+        nodelifecycle::taint_eviction::NAME,
+        nodelifecycle::taint_eviction::register,
+    ),
+    (endpointslice::NAME, endpointslice::register),
+    (endpoints::NAME, endpoints::register),
+    (disruption::NAME, disruption::register),
+    (volume::NAME, volume::register),
+];
 
 fn recorder(client: &kube::Client, name: &str) -> Recorder {
     Recorder::new(client.clone(), Reporter::new(name))
