@@ -498,3 +498,70 @@ async fn kubectl_wait_for_condition_complete_returns_when_the_job_completes() ->
     assert!(out.contains("condition met"), "{out}");
     c.stop().await
 }
+
+#[tokio::test]
+async fn with_pod_replacement_policy_failed_a_terminating_pod_is_replaced_once_it_failed()
+-> anyhow::Result<()> {
+    let c = Cluster::start_with(quick_backoff(), Arc::new(|_: &Pod| Fate::Ready)).await?;
+    let api: Api<Job> = Api::namespaced(c.client.clone(), NS);
+    api.create(
+        &PostParams::default(),
+        &job("patient", json!({"podReplacementPolicy": "Failed"}))?,
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    let first = wait_for_value(|| async {
+        pods_of(&c, "patient")
+            .await
+            .ok()?
+            .first()?
+            .metadata
+            .name
+            .clone()
+    })
+    .await?;
+    pods.delete(&first, &Default::default()).await?;
+    let j = c
+        .wait_object::<Job, _>("patient", |j| {
+            (j.status.as_ref()?.terminating == Some(1)).then(|| j.clone())
+        })
+        .await?;
+    assert_eq!(j.status.as_ref().and_then(|s| s.failed).unwrap_or(0), 0);
+    assert_eq!(
+        pods_of(&c, "patient").await?.len(),
+        1,
+        "no replacement while the pod terminates"
+    );
+    pods.patch_status(
+        &first,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await?;
+    let second = wait_for_value(|| async {
+        pods_of(&c, "patient")
+            .await
+            .ok()?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .find(|n| *n != first)
+    })
+    .await?;
+    let j = c
+        .wait_object::<Job, _>("patient", |j| {
+            (j.status.as_ref()?.failed == Some(1)).then(|| j.clone())
+        })
+        .await?;
+    assert_eq!(
+        j.status.as_ref().and_then(|s| s.terminating).unwrap_or(0),
+        0
+    );
+    pods.patch_status(
+        &second,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await?;
+    wait_condition(&c, "patient", "Complete").await?;
+    c.stop().await
+}
