@@ -24,6 +24,10 @@ pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 /// The longest revision history kept, in characters.
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
 
+/// The annotation asking for a rollback (apps/v1's stand-in for extensions/v1beta1's
+/// `spec.rollbackTo`): the revision to go back to, 0 for the previous one.
+pub const ROLLBACK_TO: &str = "deprecated.deployment.rollback.to";
+
 /// Annotations a Deployment does not copy to its ReplicaSets.
 const NOT_COPIED: [&str; 6] = [
     "kubectl.kubernetes.io/last-applied-configuration",
@@ -31,7 +35,7 @@ const NOT_COPIED: [&str; 6] = [
     REVISION_HISTORY,
     DESIRED_REPLICAS,
     MAX_REPLICAS,
-    "deprecated.deployment.rollback.to",
+    ROLLBACK_TO,
 ];
 
 /// The characters a hash is rendered with: no vowels (no words), no look-alikes.
@@ -262,6 +266,66 @@ pub fn set_new_rs_annotations(
         changed |= set_replicas_annotations(rs, replicas, replicas + max_surge(d));
     }
     changed
+}
+
+/// The revision a rollback asks for (Kubernetes' `getRollbackTo`): the annotation's number;
+/// none when it is absent, empty or not a number.
+pub fn rollback_to(d: &Deployment) -> Option<i64> {
+    let value = d.metadata.annotations.as_ref()?.get(ROLLBACK_TO)?;
+    value.parse().ok()
+}
+
+/// The second highest revision among `rss` (Kubernetes' `LastRevision`): the one before the
+/// current; 0 when there is none.
+pub fn last_revision(rss: &[&ReplicaSet]) -> i64 {
+    let (mut max, mut second) = (0, 0);
+    for rs in rss {
+        let Some(v) = rs
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION))
+            .and_then(|r| r.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        if v >= max {
+            second = max;
+            max = v;
+        } else if v > second {
+            second = v;
+        }
+    }
+    second
+}
+
+/// Rolls the Deployment's template back to the ReplicaSet's (without the pod-template-hash
+/// label) and its annotations to the ReplicaSet's, keeping the Deployment's own
+/// (Kubernetes' `SetFromReplicaSetTemplate` and `SetDeploymentAnnotationsTo`).
+pub fn set_from_replicaset(d: &mut Deployment, rs: &ReplicaSet) {
+    let mut template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
+    if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.remove(POD_TEMPLATE_HASH);
+    }
+    d.spec.get_or_insert_with(Default::default).template = template;
+    let mut annotations: BTreeMap<String, String> = d
+        .metadata
+        .annotations
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| NOT_COPIED.contains(&k.as_str()))
+        .collect();
+    for (k, v) in rs.metadata.annotations.iter().flatten() {
+        if !NOT_COPIED.contains(&k.as_str()) {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    d.metadata.annotations = Some(annotations);
 }
 
 /// Orders by creation time, then name.
