@@ -12,8 +12,10 @@
 //! default DaemonSet tolerations added, and a required node affinity of one term
 //! `matchFields metadata.name In [node]`, so the scheduler binds each to its node.
 //! RollingUpdate deletes pods of an old template hash: the unavailable ones at once, the
-//! available ones while fewer than `maxUnavailable` pods are unavailable; OnDelete leaves
-//! them until they are deleted by someone else.
+//! available ones while fewer than `maxUnavailable` pods are unavailable. With `maxSurge`,
+//! a node gets its new pod first (at once when its old pod is not available, else while
+//! fewer than `maxSurge` nodes are surging) and the old pod goes once the new one is
+//! available. OnDelete leaves them until they are deleted by someone else.
 //!
 //! Each template the DaemonSet has had is kept as a ControllerRevision `<ds>-<hash>`
 //! (Kubernetes' `constructHistory`): `data` is the template as a replacing patch

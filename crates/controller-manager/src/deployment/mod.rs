@@ -2,7 +2,9 @@
 //!
 //! A sync (Kubernetes' `syncDeployment`) claims the ReplicaSets the selector matches, then:
 //! a paused Deployment, or one whose replicas changed (`is_scaling_event`), is only scaled
-//! (proportionally across its ReplicaSets during a rollout); otherwise it rolls out by its
+//! (proportionally across its ReplicaSets during a rollout); one with the
+//! `deprecated.deployment.rollback.to` annotation takes the template of that revision back
+//! (`rollback`) and rolls it out at the next sync; otherwise it rolls out by its
 //! strategy. RollingUpdate (`rolling.rs`) creates the new ReplicaSet (named
 //! `<deployment>-<pod-template-hash>`) and scales it up within maxSurge while scaling the old
 //! ones down within maxUnavailable; Recreate (`recreate.rs`) scales the old ones to zero, waits
