@@ -572,4 +572,48 @@ mod tests {
             "nothing more to change"
         );
     }
+
+    #[test]
+    fn the_last_revision_is_the_second_highest_and_a_rollback_keeps_managed_annotations() {
+        let rs = |revision: Option<&str>, extra: &[(&str, &str)]| {
+            let mut rs = ReplicaSet::default();
+            let mut a: BTreeMap<String, String> = extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            if let Some(r) = revision {
+                a.insert(REVISION.to_owned(), r.to_owned());
+            }
+            rs.metadata.annotations = Some(a);
+            rs
+        };
+        let (a, b, c, none) = (
+            rs(Some("4"), &[]),
+            rs(Some("7"), &[]),
+            rs(Some("2"), &[]),
+            rs(None, &[]),
+        );
+        assert_eq!(last_revision(&[&a, &b, &c, &none]), 4);
+        assert_eq!(last_revision(&[&b]), 0, "no revision before the only one");
+
+        let mut d = deployment(3, IntOrString::Int(1), IntOrString::Int(0));
+        d.metadata.annotations = Some(BTreeMap::from([
+            (REVISION.to_owned(), "7".to_owned()),
+            (ROLLBACK_TO.to_owned(), "4".to_owned()),
+            ("team".to_owned(), "new".to_owned()),
+        ]));
+        assert_eq!(rollback_to(&d), Some(4));
+        let old = rs(Some("4"), &[("team", "old"), (MAX_REPLICAS, "4")]);
+        set_from_replicaset(&mut d, &old);
+        let got = d.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(got.get("team").map(String::as_str), Some("old"));
+        assert_eq!(got.get(REVISION).map(String::as_str), Some("7"), "kept");
+        assert_eq!(
+            got.get(MAX_REPLICAS),
+            None,
+            "not copied from the ReplicaSet"
+        );
+        d.metadata.annotations = Some(BTreeMap::from([(ROLLBACK_TO.to_owned(), "x".to_owned())]));
+        assert_eq!(rollback_to(&d), None, "not a number: ignored");
+    }
 }
