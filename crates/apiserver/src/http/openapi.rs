@@ -16,12 +16,13 @@
 //! hash (the `?hash=` of the index, the `ETag`) is the SHA-512 of its bytes, so it changes
 //! exactly when the document does. `If-None-Match` with the current `ETag` answers 304.
 //!
-//! `/openapi/v2` is JSON only: an `Accept` that names only the protobuf encoding
-//! (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, what client-go's discovery
-//! client asks for) is answered 406, which client-go reports as "no v2 schema" and kubectl
-//! then works from the v3 documents.
+//! `/openapi/v2` is served as JSON and in the protobuf encoding client-go's discovery client
+//! asks for (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, [`v2proto`]),
+//! which `kubectl explain --output=plaintext-openapiv2` reads. The v3 documents are JSON only
+//! (kubectl reads them as JSON).
 
 mod schemas;
+mod v2proto;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -122,6 +123,8 @@ impl Inputs {
 /// A rendered document and its hash.
 struct Served {
     body: Bytes,
+    /// The protobuf encoding (`/openapi/v2` only).
+    proto: Option<Bytes>,
     /// Uppercase hex SHA-512 of `body`, as Kubernetes computes its OpenAPI ETags.
     hash: String,
 }
@@ -143,10 +146,13 @@ fn served(
     {
         return doc.clone();
     }
-    let body = Bytes::from(render(inputs).to_string());
+    let rendered = render(inputs);
+    let proto = (dialect == Dialect::V2).then(|| Bytes::from(v2proto::encode(&rendered)));
+    let body = Bytes::from(rendered.to_string());
     let doc = Arc::new(Served {
         hash: hash(&body),
         body,
+        proto,
     });
     cache
         .lock()
@@ -357,12 +363,22 @@ fn v3_served(registry: &Registry, path: &str, resources: Vec<Arc<Resource>>) -> 
     served(format!("v3/{path}"), &inputs, Dialect::V3, v3_document)
 }
 
-/// Whether `Accept` allows JSON (no header, `*/*`, `application/*`, `application/json`).
-fn accepts_json(headers: &HeaderMap) -> bool {
+/// The content type of the v2 protobuf encoding (kube-openapi answers the deprecated
+/// `...spec.v2@v1.0+protobuf` that client-go asks for with this one too).
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The encoding an `Accept` header picks, clause by clause.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    Protobuf,
+}
+
+fn negotiate(headers: &HeaderMap, protobuf: bool) -> Option<Encoding> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return true;
+        return Some(Encoding::Json);
     };
-    accept.split(',').any(|clause| {
+    accept.split(',').find_map(|clause| {
         let mut parts = clause.split(';');
         let media = parts.next().unwrap_or("").trim();
         let refused = parts.any(|p| {
@@ -371,12 +387,22 @@ fn accepts_json(headers: &HeaderMap) -> bool {
                 .and_then(|q| q.trim().parse::<f32>().ok())
                 == Some(0.0)
         });
-        !refused && matches!(media, "" | "*/*" | "application/*" | "application/json")
+        match media {
+            _ if refused => None,
+            "" | "*/*" | "application/*" | "application/json" => Some(Encoding::Json),
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+                if protobuf =>
+            {
+                Some(Encoding::Protobuf)
+            }
+            _ => None,
+        }
     })
 }
 
 /// 200 with the document, or 304 when `If-None-Match` names its current ETag.
-fn conditional(headers: &HeaderMap, doc: &Served) -> Response {
+fn conditional(headers: &HeaderMap, doc: &Served, encoding: Encoding) -> Response {
     let etag = format!("\"{}\"", doc.hash);
     let matches = headers
         .get_all(header::IF_NONE_MATCH)
@@ -385,10 +411,15 @@ fn conditional(headers: &HeaderMap, doc: &Served) -> Response {
         .flat_map(|v| v.split(','))
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == etag || t == "*");
-    let mut resp = if matches {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        json_response(StatusCode::OK, doc.body.clone())
+    let mut resp = match (matches, encoding, &doc.proto) {
+        (true, _, _) => StatusCode::NOT_MODIFIED.into_response(),
+        (false, Encoding::Protobuf, Some(proto)) => {
+            let mut resp = (StatusCode::OK, proto.clone()).into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(V2_PROTOBUF));
+            resp
+        }
+        _ => json_response(StatusCode::OK, doc.body.clone()),
     };
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&etag) {
@@ -411,8 +442,9 @@ pub(crate) async fn index(State(app): State<Arc<App>>, headers: HeaderMap) -> Re
     let doc = Served {
         hash: hash(&body),
         body,
+        proto: None,
     };
-    conditional(&headers, &doc)
+    conditional(&headers, &doc, Encoding::Json)
 }
 
 /// `GET /openapi/v3/{api/v1 | apis/{g}/{v}}`: the document, 301 to the current `?hash=` when
@@ -435,7 +467,7 @@ pub(crate) async fn document_handler(
     else {
         return ApiError::NoSuchPath.into_response();
     };
-    if !accepts_json(&headers) {
+    if negotiate(&headers, false).is_none() {
         return StatusCode::NOT_ACCEPTABLE.into_response();
     }
     let doc = v3_served(&app.registry, wanted, resources);
@@ -453,7 +485,7 @@ pub(crate) async fn document_handler(
             }
             return resp;
         }
-        _ => conditional(&headers, &doc),
+        _ => conditional(&headers, &doc, Encoding::Json),
     };
     if asked.is_some_and(|h| !h.is_empty()) {
         let h = resp.headers_mut();
@@ -474,9 +506,9 @@ pub(crate) async fn document_handler(
 
 /// `GET /openapi/v2`: every group version's kinds in one Swagger 2.0 document.
 pub(crate) async fn v2_handler(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if !accepts_json(&headers) {
+    let Some(encoding) = negotiate(&headers, true) else {
         return StatusCode::NOT_ACCEPTABLE.into_response();
-    }
+    };
     let resources: Vec<Arc<Resource>> = app
         .registry
         .catalog()
@@ -486,5 +518,5 @@ pub(crate) async fn v2_handler(State(app): State<Arc<App>>, headers: HeaderMap) 
         .collect();
     let inputs = Inputs::read(&app.registry, resources);
     let doc = served("v2".into(), &inputs, Dialect::V2, v2_document);
-    conditional(&headers, &doc)
+    conditional(&headers, &doc, encoding)
 }

@@ -245,3 +245,32 @@ async fn client_side_apply_merges_lists_by_the_schemas_merge_keys() {
     .await
     .expect("the test finishes in time");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_the_v2_protobuf_document() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let Some(program) = kubectl_or_skip() else {
+            return;
+        };
+        let env = TestEnv::builder().tcp().start().await.expect("start");
+        let kubectl = Kubectl::for_env(program, &env);
+        let out = kubectl
+            .ok(&[
+                "explain",
+                "deployment.spec.template.spec.containers",
+                "--output=plaintext-openapiv2",
+            ])
+            .await;
+        for expected in [
+            "KIND:     Deployment",
+            "VERSION:  apps/v1",
+            "RESOURCE: containers <[]Object>",
+            "A single application container that you want to run within a pod.",
+            "   name\t<string> -required-",
+        ] {
+            assert!(out.contains(expected), "{expected:?} in:\n{out}");
+        }
+    })
+    .await
+    .expect("the test finishes in time");
+}

@@ -18,6 +18,12 @@ const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+pro
 
 /// Sends a GET with extra headers; returns the response head and the body parsed as JSON.
 async fn get(env: &TestEnv, path: &str, headers: &[(&str, &str)]) -> (Response<()>, Value) {
+    let (resp, bytes) = get_bytes(env, path, headers).await;
+    (resp, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// Sends a GET with extra headers; returns the response head and the body.
+async fn get_bytes(env: &TestEnv, path: &str, headers: &[(&str, &str)]) -> (Response<()>, Vec<u8>) {
     let mut req = Request::builder().method(Method::GET).uri(path);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -26,10 +32,7 @@ async fn get(env: &TestEnv, path: &str, headers: &[(&str, &str)]) -> (Response<(
     let resp = env.client().send(req).await.expect("response");
     let (parts, body) = resp.into_parts();
     let bytes = body.collect().await.expect("body").to_bytes();
-    (
-        Response::from_parts(parts, ()),
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    (Response::from_parts(parts, ()), bytes.to_vec())
 }
 
 fn header<'a>(resp: &'a Response<()>, name: &str) -> &'a str {
@@ -242,7 +245,16 @@ async fn v2_is_one_swagger_document_with_every_kind() {
     assert_eq!(etag.len(), 130, "a quoted SHA-512 in hex: {etag}");
     let (resp, _) = get(&env, "/openapi/v2", &[("if-none-match", &etag)]).await;
     assert_eq!(resp.status(), 304);
-    let (resp, _) = get(&env, "/openapi/v2", &[("accept", V2_PROTOBUF)]).await;
+    // client-go asks for protobuf: the same document, the same ETag, Swagger "2.0" first.
+    let (resp, body) = get_bytes(&env, "/openapi/v2", &[("accept", V2_PROTOBUF)]).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "content-type"),
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    assert_eq!(header(&resp, "etag"), etag);
+    assert!(body.starts_with(b"\x0a\x032.0"), "{:?}", &body[..16]);
+    let (resp, _) = get(&env, "/openapi/v2", &[("accept", "application/yaml")]).await;
     assert_eq!(resp.status(), 406);
 
     // A CRD's schema joins the document, which then has a new ETag.
