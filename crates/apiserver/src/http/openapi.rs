@@ -7,7 +7,7 @@
 //! `application/strategic-merge-patch+json` — to compute client-side apply's strategic merge
 //! patches from the kind's schema. So built-in kinds' schemas are complete: fields,
 //! descriptions, `required`, and the list and map merge extensions, generated from k8s-openapi's
-//! types ([`schemas`]). A custom resource's schema is its CRD's `openAPIV3Schema` for that
+//! types (module `schemas`). A custom resource's schema is its CRD's `openAPIV3Schema` for that
 //! version, so the document (and its hash) changes with the CRD; its `patch` operation offers
 //! no strategic merge patch, as in Kubernetes.
 //!
@@ -17,7 +17,7 @@
 //! exactly when the document does. `If-None-Match` with the current `ETag` answers 304.
 //!
 //! `/openapi/v2` is served as JSON and in the protobuf encoding client-go's discovery client
-//! asks for (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, [`v2proto`]),
+//! asks for (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, module `v2proto`),
 //! which `kubectl explain --output=plaintext-openapiv2` reads. The v3 documents are JSON only
 //! (kubectl reads them as JSON).
 
