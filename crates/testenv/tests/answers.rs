@@ -560,3 +560,48 @@ async fn metrics_carry_kube_apiservers_names_and_labels() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn empty_maps_and_lists_kubernetes_omits_are_not_stored() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({
+            "metadata": {"name": "empty", "labels": {}, "annotations": {}, "finalizers": []},
+            "data": {},
+            "binaryData": {}
+        })),
+    )
+    .await
+    .expect("create");
+    let raw = get_text(&client, "/api/v1/namespaces/default/configmaps/empty").await;
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    for gone in ["labels", "annotations", "finalizers"] {
+        assert!(v["metadata"].get(gone).is_none(), "{gone}: {raw}");
+    }
+    assert!(v.get("data").is_none(), "{raw}");
+    assert!(v.get("binaryData").is_none(), "{raw}");
+
+    // A list without `omitempty` in Kubernetes' types stays, even empty.
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "none", "labels": {}}, "rules": []}),
+            )
+            .expect("a ClusterRole"),
+        )
+        .await
+        .expect("create");
+    let raw = get_text(
+        &client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/none",
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    assert_eq!(v["rules"], json!([]), "{raw}");
+    assert!(v["metadata"].get("labels").is_none(), "{raw}");
+}
