@@ -8,6 +8,7 @@
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
 //! - [`statefulset`]: pods with stable names and claims, in order.
+//! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
 //! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
 //! - [`disruption`]: PodDisruptionBudget status.
 //! - [`nodelifecycle`]: nodes without heartbeats become Unknown and tainted; its
@@ -21,6 +22,8 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod clock;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
@@ -36,6 +39,7 @@ pub mod replicaset;
 pub mod replication;
 pub mod selector;
 pub mod statefulset;
+pub mod ttl;
 pub mod volume;
 
 use std::time::Duration;
@@ -68,6 +72,8 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
     (statefulset::NAME, "statefulset"),
+    (cronjob::NAME, "cronjob"),
+    (ttl::NAME, "ttl-after-finished"),
     (endpointslice::NAME, "endpointslice"),
     (endpoints::NAME, "endpoint"),
     (disruption::NAME, "disruption"),
@@ -121,6 +127,13 @@ pub struct Options {
     pub concurrent_daemonset_syncs: usize,
     /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
     pub concurrent_statefulset_syncs: usize,
+    /// Concurrent CronJob syncs (5, `--concurrent-cron-job-syncs`).
+    pub concurrent_cron_job_syncs: usize,
+    /// Concurrent TTL-after-finished syncs (5, `--concurrent-ttl-after-finished-syncs`).
+    pub concurrent_ttl_after_finished_syncs: usize,
+    /// The time the CronJob and TTL-after-finished controllers read (default the wall clock;
+    /// tests run a faster one, see [`clock::Clock`]).
+    pub clock: clock::Clock,
     /// Concurrent Service syncs of the EndpointSlice controller (5,
     /// `--concurrent-service-endpoint-syncs`).
     pub concurrent_service_endpoint_syncs: usize,
@@ -149,6 +162,9 @@ impl Default for Options {
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
             concurrent_statefulset_syncs: 5,
+            concurrent_cron_job_syncs: 5,
+            concurrent_ttl_after_finished_syncs: 5,
+            clock: clock::Clock::system(),
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: 100,
             concurrent_endpoint_syncs: 5,
@@ -186,6 +202,13 @@ impl Options {
         self.lease_duration = duration;
         self.renew_deadline = renew;
         self.retry_period = retry;
+        self
+    }
+
+    /// Sets the clock the CronJob and TTL-after-finished controllers read.
+    #[must_use]
+    pub fn clock(mut self, clock: clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -416,6 +439,8 @@ type Register = fn(&mut Manager, &Caches, &Options, &Metrics) -> &'static str;
 /// The controllers that register themselves, in the order they start after the ones above.
 const REGISTERS: &[(&str, Register)] = &[
     (statefulset::NAME, statefulset::register),
+    (cronjob::NAME, cronjob::register),
+    (ttl::NAME, ttl::register),
     (nodelifecycle::NAME, nodelifecycle::register),
     (
         nodelifecycle::taint_eviction::NAME,
