@@ -412,3 +412,196 @@ async fn a_status_write_keeps_metadata_changes_where_the_kinds_status_strategy_d
         Some("yes")
     );
 }
+
+/// The body of a GET of `path`, as text.
+async fn get_text(client: &kube::Client, path: &str) -> String {
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .expect("a request");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("an answer");
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("the body")
+        .to_bytes();
+    String::from_utf8(body.to_vec()).expect("text")
+}
+
+/// The value of the sample whose name and labels start with `series`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_carry_kube_apiservers_names_and_labels() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    for name in ["m1", "m2"] {
+        cms.create(
+            &PostParams::default(),
+            &cm(json!({"metadata": {"name": name}})),
+        )
+        .await
+        .expect("create");
+    }
+    cms.get("m1").await.expect("get");
+    cms.get_opt("missing").await.expect("get");
+    cms.list(&Default::default()).await.expect("list");
+
+    // A watch is long-running: counted while open, and its events are counted.
+    let mut watch = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    let first = watch.try_next().await.expect("an event");
+    assert!(matches!(first, Some(WatchEvent::Added(_))));
+    let text = get_text(&client, "/metrics").await;
+    assert_eq!(
+        sample(
+            &text,
+            r#"apiserver_longrunning_requests{verb="WATCH",group="",version="v1",resource="configmaps",subresource="",scope="namespace",component="apiserver"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_watch_events_total{group="",version="v1",kind="ConfigMap"}"#
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    drop(watch);
+
+    let text = get_text(&client, "/metrics").await;
+    let total = |labels: &str| sample(&text, &format!("apiserver_request_total{{{labels}}}"));
+    assert_eq!(
+        total(
+            r#"verb="POST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",code="201""#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        total(
+            r#"verb="GET",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",code="404""#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        total(
+            r#"verb="LIST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="namespace",component="apiserver",code="200""#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    // Non-resource requests carry their path as the subresource.
+    assert!(
+        total(
+            r#"verb="GET",dry_run="",group="",version="",resource="",subresource="/metrics",scope="",component="apiserver",code="200""#
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"apiserver_request_duration_seconds_count{verb="POST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert!(text.contains(r#"apiserver_request_duration_seconds_bucket{verb="POST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",le="60"} 2"#), "{text}");
+    assert!(
+        sample(&text, r#"apiserver_storage_objects{resource="configmaps"}"#)
+            .is_some_and(|n| n >= 2.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_storage_objects{resource="deployments.apps"}"#
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_current_inflight_requests{request_kind="readOnly"}"#
+        )
+        .is_some_and(|n| n >= 1.0),
+        "the scrape itself is in flight: {text}"
+    );
+    // Once the watch is gone the gauge is back to zero (its body is dropped by now).
+    assert_eq!(
+        sample(
+            &text,
+            r#"apiserver_longrunning_requests{verb="WATCH",group="",version="v1",resource="configmaps""#
+        ),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_request_total{verb="WATCH",dry_run="",group="",version="v1",resource="configmaps""#
+        )
+        .is_some(),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn empty_maps_and_lists_kubernetes_omits_are_not_stored() {
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(
+        &PostParams::default(),
+        &cm(json!({
+            "metadata": {"name": "empty", "labels": {}, "annotations": {}, "finalizers": []},
+            "data": {},
+            "binaryData": {}
+        })),
+    )
+    .await
+    .expect("create");
+    let raw = get_text(&client, "/api/v1/namespaces/default/configmaps/empty").await;
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    for gone in ["labels", "annotations", "finalizers"] {
+        assert!(v["metadata"].get(gone).is_none(), "{gone}: {raw}");
+    }
+    assert!(v.get("data").is_none(), "{raw}");
+    assert!(v.get("binaryData").is_none(), "{raw}");
+
+    // A list without `omitempty` in Kubernetes' types stays, even empty.
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "none", "labels": {}}, "rules": []}),
+            )
+            .expect("a ClusterRole"),
+        )
+        .await
+        .expect("create");
+    let raw = get_text(
+        &client,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/none",
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    assert_eq!(v["rules"], json!([]), "{raw}");
+    assert!(v["metadata"].get("labels").is_none(), "{raw}");
+}

@@ -31,6 +31,7 @@ pub(crate) mod authz;
 pub mod discovery;
 pub mod error;
 mod kubelet;
+pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
 pub(crate) mod protobuf;
@@ -81,6 +82,8 @@ pub struct App {
     pub authorizations: Option<Arc<crate::auth::audit::AuthorizationLog>>,
     /// The watches each user has open, and how many one may.
     pub watches: Arc<watch::WatchSlots>,
+    /// What `/metrics` reports.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl std::fmt::Debug for App {
@@ -100,11 +103,16 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::document_handler))
         .route("/openapi/v2", get(openapi::v2_handler))
+        .route("/metrics", get(metrics::serve))
         .fallback(resources::dispatch)
         // Stages 1–3 of the pipeline, outermost first: a request meets them in this order.
         .layer(
             tower::ServiceBuilder::new()
                 .layer(middleware::from_fn(parse_request))
+                .layer(middleware::from_fn_with_state(
+                    app.clone(),
+                    metrics::measure,
+                ))
                 .layer(middleware::from_fn_with_state(app.clone(), authenticate))
                 .layer(middleware::from_fn_with_state(
                     app.clone(),

@@ -52,12 +52,16 @@ pub(crate) async fn serve(
         include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
         columns_sent: false,
         _slot: slot,
+        sent: app
+            .metrics
+            .watch_events(&res.group, &res.version, &res.kind),
     };
     let stream =
         futures::stream::unfold((events, framing), |(mut events, mut framing)| async move {
             loop {
                 let event = events.next().await?;
                 if let Some(line) = framing.line(event) {
+                    framing.sent.inc();
                     return Some((Ok::<_, Infallible>(line), (events, framing)));
                 }
             }
@@ -137,6 +141,8 @@ struct Framing {
     columns_sent: bool,
     /// The user's place among its open watches, given back when the stream ends.
     _slot: WatchSlot,
+    /// `apiserver_watch_events_total` of this kind.
+    sent: Arc<super::metrics::Counter>,
 }
 
 impl Framing {

@@ -188,13 +188,84 @@ pub fn dotted(obj: &Value, path: &str) -> String {
 /// are dropped and reported, and the result is the struct's canonical JSON.
 pub fn decode_typed<T: Serialize + DeserializeOwned>(obj: Value) -> Result<Decoded, String> {
     let typed = T::deserialize(&obj).map_err(|e| e.to_string())?;
-    let normalized = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    let mut normalized = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
     let mut unknown_fields = Vec::new();
     find_unknown(&obj, &normalized, &mut String::new(), &mut unknown_fields);
+    drop_omitted_empties(&mut normalized);
     Ok(Decoded {
         object: normalized,
         unknown_fields,
     })
+}
+
+/// The `ObjectMeta` fields Kubernetes' Go types mark `omitempty` that can be written empty:
+/// an empty one is never written by Kubernetes, so it is not stored here either.
+const OMITTED_EMPTY_METADATA: [&str; 5] = [
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+];
+
+/// The top-level map fields of the kinds whose Go type marks them `omitempty`.
+const OMITTED_EMPTY_TOP: [(&str, &[&str]); 2] = [
+    ("ConfigMap", &["data", "binaryData"]),
+    ("Secret", &["data", "stringData"]),
+];
+
+/// Drops empty maps and lists that Kubernetes' JSON encoder leaves out (`omitempty`), so an
+/// object written with `labels: {}` reads back as Kubernetes would answer it and `kubectl
+/// diff` shows no spurious lines: the `ObjectMeta` fields above, in the object's metadata
+/// and in every nested `metadata` (pod templates), and ConfigMap and Secret data. Only
+/// these: Go's `omitempty` leaves empty structs in place (`status: {}`, a PDB's `selector:
+/// {}`), and some lists have no `omitempty` (ClusterRole `rules`, PodSpec `containers`), so a
+/// blanket rule would drop fields Kubernetes writes. Custom resources are not decoded here
+/// and keep what they were given, as in Kubernetes.
+pub fn drop_omitted_empties(obj: &mut Value) {
+    let Value::Object(map) = obj else {
+        return;
+    };
+    if let Some(kind) = map.get("kind").and_then(Value::as_str)
+        && let Some((_, fields)) = OMITTED_EMPTY_TOP.iter().find(|(k, _)| *k == kind)
+    {
+        for f in *fields {
+            if map.get(*f).is_some_and(is_empty_collection) {
+                map.remove(*f);
+            }
+        }
+    }
+    drop_in_metadata(obj);
+}
+
+fn is_empty_collection(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+fn drop_in_metadata(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if key == "metadata"
+                    && let Value::Object(meta) = child
+                {
+                    for f in OMITTED_EMPTY_METADATA {
+                        if meta.get(f).is_some_and(is_empty_collection) {
+                            meta.remove(f);
+                        }
+                    }
+                } else {
+                    drop_in_metadata(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_in_metadata),
+        _ => {}
+    }
 }
 
 /// Collects paths present (and not null) in `input` but absent from `known`. `path` is the

@@ -252,6 +252,7 @@ impl ApiServer {
             watches: Arc::new(crate::http::watch::WatchSlots::new(
                 config.max_watches_per_user,
             )),
+            metrics: Arc::default(),
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
