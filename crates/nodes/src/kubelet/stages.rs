@@ -19,17 +19,20 @@ use crate::stage::engine::{self, Compiled, Decision, Lifecycle, PatchKind, Plan,
 use crate::stage::select::Labels;
 use crate::stage::template::Facts;
 
+/// The (uid, resourceVersion) of every Stage a [`Lifecycle`] was compiled from.
+type Versions = Vec<(String, String)>;
+
 /// The Stages of one kind, compiled again only when a Stage changes.
 #[derive(Default)]
 pub(crate) struct Lifecycles {
-    cache: Mutex<(Vec<(String, String)>, Arc<Lifecycle>)>,
+    cache: Mutex<(Versions, Arc<Lifecycle>)>,
 }
 
 impl Lifecycles {
     /// The current Lifecycle for `kind` from `stages`.
     pub(crate) fn get(&self, stages: &Store<Stage>, kind: &str) -> Arc<Lifecycle> {
         let list = stages.list();
-        let key: Vec<(String, String)> = list
+        let key: Versions = list
             .iter()
             .map(|s| {
                 (

@@ -186,9 +186,9 @@ async fn a_container_crashes_n_times_in_crash_loop_back_off_then_runs() {
                 if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref())
                     && w.reason.as_deref() == Some("CrashLoopBackOff")
                 {
-                    let m = w.message.clone().expect("a message");
-                    if messages.last() != Some(&m) {
-                        messages.push(m);
+                    // One per crash: the status written by the crash, not the later writes.
+                    if cs.restart_count as usize == messages.len() {
+                        messages.push(w.message.clone().expect("a message"));
                     }
                 }
                 if cs.restart_count == 3 && cs.ready {
@@ -198,7 +198,10 @@ async fn a_container_crashes_n_times_in_crash_loop_back_off_then_runs() {
             }
         }
     }
-    let p = last.expect("the pod ran after three crashes");
+    let Some(p) = last else {
+        let now = pods.get("crash").await.expect("get");
+        panic!("the pod did not run after three crashes: {messages:?} {now:#?}");
+    };
     let pod_ref = format!("crash_default({uid})");
     assert_eq!(
         messages,
@@ -217,6 +220,7 @@ async fn a_container_crashes_n_times_in_crash_loop_back_off_then_runs() {
         .expect("cs")[0]
         .clone();
     assert!(cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
+    assert_eq!(cs.image, "nginx:1.27");
     let last_state = cs
         .last_state
         .and_then(|s| s.terminated)
@@ -296,6 +300,18 @@ async fn a_job_pod_fails_with_exit_code_1_through_a_replaced_pod_complete() {
         .expect("terminated");
     assert_eq!((t.exit_code, t.reason.as_deref()), (1, Some("Error")));
     assert_eq!(condition(&failed, "Ready").as_deref(), Some("False"));
+    // The whole container status is written (Kubernetes replaces containerStatuses whole).
+    let cs = &failed
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .expect("cs")[0];
+    assert_eq!(cs.image, "nginx:1.27");
+    assert!(
+        cs.container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("kore://"))
+    );
 }
 
 #[tokio::test]
