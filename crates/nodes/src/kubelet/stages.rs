@@ -22,6 +22,13 @@ use crate::stage::template::Facts;
 /// The (uid, resourceVersion) of every Stage a [`Lifecycle`] was compiled from.
 type Versions = Vec<(String, String)>;
 
+fn version(s: &Stage) -> (&str, &str) {
+    (
+        s.metadata.uid.as_deref().unwrap_or_default(),
+        s.metadata.resource_version.as_deref().unwrap_or_default(),
+    )
+}
+
 /// The Stages of one kind, compiled again only when a Stage changes.
 #[derive(Default)]
 pub(crate) struct Lifecycles {
@@ -31,22 +38,28 @@ pub(crate) struct Lifecycles {
 impl Lifecycles {
     /// The current Lifecycle for `kind` from `stages`.
     pub(crate) fn get(&self, stages: &Store<Stage>, kind: &str) -> Arc<Lifecycle> {
-        let list = stages.list();
-        let key: Versions = list
-            .iter()
-            .map(|s| {
-                (
-                    s.metadata.uid.clone().unwrap_or_default(),
-                    s.metadata.resource_version.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let mut list = stages.list();
+        // The store lists in no particular order.
+        list.sort_by(|a, b| a.metadata.uid.cmp(&b.metadata.uid));
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.0 != key {
+        let same = cache.0.len() == list.len()
+            && cache
+                .0
+                .iter()
+                .zip(&list)
+                .all(|((u, r), s)| (u.as_str(), r.as_str()) == version(s));
+        if !same {
             let lifecycle = Lifecycle::new(&list, kind);
             for (name, why) in &lifecycle.rejected {
                 tracing::warn!(stage = %name, error = %why, "a Stage is ignored");
             }
+            let key: Versions = list
+                .iter()
+                .map(|s| {
+                    let (u, r) = version(s);
+                    (u.to_string(), r.to_string())
+                })
+                .collect();
             *cache = (key, Arc::new(lifecycle));
         }
         cache.1.clone()

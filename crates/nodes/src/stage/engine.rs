@@ -396,8 +396,8 @@ pub struct PlannedPatch {
     pub body: Value,
 }
 
-/// What applying a Stage writes, in order: the event, the finalizers, the patches (the
-/// status last), then the delete.
+/// What applying a Stage writes, in order (kwok's): the event, the finalizers, the patches
+/// (or, when there are none, the status from `statusTemplate`), then the delete.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     /// (type, reason, message).
@@ -502,7 +502,9 @@ pub fn plan(stage: &Compiled, object: &Value, facts: &Facts) -> Result<Plan, Pla
             body,
         });
     }
-    if !next.status_template.is_empty()
+    // As kwok: the status template is used only when there are no patches.
+    if next.patches.as_ref().is_none_or(Vec::is_empty)
+        && !next.status_template.is_empty()
         && let Some(status) = template::render(&next.status_template, object, facts)?
     {
         plan.patches.push(PlannedPatch {
