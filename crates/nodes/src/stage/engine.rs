@@ -586,7 +586,20 @@ mod tests {
             json!({"metadata": {"labels": {"x": "z"}}})
         );
         assert_eq!(p.patches[0].kind, PatchKind::Merge);
-        assert_eq!(p.patches[1].body, json!({"status": {"phase": "Failed"}}));
-        assert_eq!(p.patches[1].subresource, "status");
+        // As kwok: with patches, the status template is not used.
+        assert_eq!(p.patches.len(), 1);
+        let mut s = s.clone();
+        if let Some(next) = s.spec.next.as_mut() {
+            next.patches = None;
+        }
+        let p = plan(
+            &Compiled::new(&s).expect("compiles"),
+            &pod,
+            &Facts::default(),
+        )
+        .expect("plans");
+        assert_eq!(p.patches[0].body, json!({"status": {"phase": "Failed"}}));
+        assert_eq!(p.patches[0].subresource, "status");
+        assert_eq!(p.patches[0].kind, PatchKind::Strategic);
     }
 }

@@ -24,7 +24,9 @@ pub mod template;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt as _};
 use schemars::JsonSchema;
@@ -288,9 +290,34 @@ pub struct ImpersonationConfig {
     pub username: String,
 }
 
-/// The Stage CRD as kore installs it.
+/// The Stage CRD as kore installs it: [`Stage::crd`] without the `default`s serde's
+/// attributes put into the schema, so stored Stages hold what was written (as kwok's CRD).
 pub fn crd() -> CustomResourceDefinition {
-    Stage::crd()
+    let mut crd = Stage::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            drop_defaults(schema);
+        }
+    }
+    crd
+}
+
+/// Removes every `default` from `schema` and the schemas below it.
+fn drop_defaults(schema: &mut JSONSchemaProps) {
+    schema.default = None;
+    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        drop_defaults(child);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = schema.items.as_mut() {
+        drop_defaults(items);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(more)) = schema.additional_properties.as_mut() {
+        drop_defaults(more);
+    }
 }
 
 /// Why [`install`] failed; retry.
@@ -354,4 +381,17 @@ pub async fn install(client: &kube::Client) -> Result<(), InstallError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_crd_is_kwoks_cluster_scoped_stage_without_schema_defaults() {
+        let crd = serde_json::to_value(super::crd()).expect("a CRD serializes");
+        assert_eq!(crd["metadata"]["name"], "stages.kwok.x-k8s.io");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(crd["spec"]["names"]["kind"], "Stage");
+        assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
+        assert!(!crd.to_string().contains("\"default\""), "{crd}");
+    }
 }
