@@ -6,8 +6,13 @@ mod common;
 
 mod daemonset;
 mod deployment;
+mod disruption;
+mod endpoints;
 mod failover;
 mod job;
 mod kubectl;
+mod nodelifecycle;
 mod replicaset;
 mod replication;
+mod statefulset;
+mod volume;
