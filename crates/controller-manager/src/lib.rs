@@ -8,6 +8,7 @@
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
 //! - [`statefulset`]: pods with stable names and claims, in order.
+//! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
 //! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
 //! - [`disruption`]: PodDisruptionBudget status.
 //! - [`nodelifecycle`]: nodes without heartbeats become Unknown and tainted; its
@@ -21,6 +22,8 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod clock;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
@@ -36,12 +39,12 @@ pub mod replicaset;
 pub mod replication;
 pub mod selector;
 pub mod statefulset;
+pub mod ttl;
 pub mod volume;
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
@@ -68,6 +71,8 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
     (statefulset::NAME, "statefulset"),
+    (cronjob::NAME, "cronjob"),
+    (ttl::NAME, "ttl-after-finished"),
     (endpointslice::NAME, "endpointslice"),
     (endpoints::NAME, "endpoint"),
     (disruption::NAME, "disruption"),
@@ -117,10 +122,20 @@ pub struct Options {
     pub concurrent_deployment_syncs: usize,
     /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
     pub concurrent_job_syncs: usize,
+    /// The Job controller's delay after a failed pod, doubling per further failure up to 36
+    /// times this (10 s; Kubernetes has no flag, tests shorten it).
+    pub job_pod_failure_backoff: Duration,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
     /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
     pub concurrent_statefulset_syncs: usize,
+    /// Concurrent CronJob syncs (5, `--concurrent-cron-job-syncs`).
+    pub concurrent_cron_job_syncs: usize,
+    /// Concurrent TTL-after-finished syncs (5, `--concurrent-ttl-after-finished-syncs`).
+    pub concurrent_ttl_after_finished_syncs: usize,
+    /// The time the CronJob and TTL-after-finished controllers read (default the wall clock;
+    /// tests run a faster one, see [`clock::Clock`]).
+    pub clock: clock::Clock,
     /// Concurrent Service syncs of the EndpointSlice controller (5,
     /// `--concurrent-service-endpoint-syncs`).
     pub concurrent_service_endpoint_syncs: usize,
@@ -147,8 +162,12 @@ impl Default for Options {
             concurrent_rc_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
+            job_pod_failure_backoff: job::DEFAULT_BACKOFF,
             concurrent_daemonset_syncs: 2,
             concurrent_statefulset_syncs: 5,
+            concurrent_cron_job_syncs: 5,
+            concurrent_ttl_after_finished_syncs: 5,
+            clock: clock::Clock::system(),
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: 100,
             concurrent_endpoint_syncs: 5,
@@ -186,6 +205,13 @@ impl Options {
         self.lease_duration = duration;
         self.renew_deadline = renew;
         self.retry_period = retry;
+        self
+    }
+
+    /// Sets the clock the CronJob and TTL-after-finished controllers read.
+    #[must_use]
+    pub fn clock(mut self, clock: clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -355,23 +381,6 @@ impl ControllerManager {
             manager.add(Box::new(builder.build(reconciler)));
             started.push(deployment::NAME);
         }
-        if self.options.is_enabled(job::NAME) {
-            let jobs = manager.informers().get::<Job>(InformerConfig::default());
-            add_indexes(&jobs);
-            let builder = Controller::for_::<Job>(manager.informers())
-                .named(job::NAME)
-                .owns::<Pod>()
-                .max_concurrent_reconciles(self.options.concurrent_job_syncs)
-                .metrics(metrics.clone());
-            let reconciler = job::JobReconciler::new(
-                client.clone(),
-                CachedClient::new(client.clone(), jobs),
-                caches.pods.store(),
-                recorder(&client, job::NAME),
-            );
-            manager.add(Box::new(builder.build(reconciler)));
-            started.push(job::NAME);
-        }
         if self.options.is_enabled(daemonset::NAME) {
             let daemonsets = manager
                 .informers()
@@ -416,6 +425,9 @@ type Register = fn(&mut Manager, &Caches, &Options, &Metrics) -> &'static str;
 /// The controllers that register themselves, in the order they start after the ones above.
 const REGISTERS: &[(&str, Register)] = &[
     (statefulset::NAME, statefulset::register),
+    (job::NAME, job::register),
+    (cronjob::NAME, cronjob::register),
+    (ttl::NAME, ttl::register),
     (nodelifecycle::NAME, nodelifecycle::register),
     (
         nodelifecycle::taint_eviction::NAME,

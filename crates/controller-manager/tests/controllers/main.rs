@@ -4,6 +4,7 @@
 
 mod common;
 
+mod cronjob;
 mod daemonset;
 mod deployment;
 mod disruption;
@@ -15,4 +16,5 @@ mod nodelifecycle;
 mod replicaset;
 mod replication;
 mod statefulset;
+mod ttl;
 mod volume;
