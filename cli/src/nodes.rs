@@ -6,20 +6,26 @@
 //! `kube-system/kore-nodes`, so a second `kore nodes` on the same cluster waits rather than
 //! binding pods twice.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::Args;
-use kore_nodes::{KubeletConfig, Kubelets, NodeConfig, NodeSet, Scheduler, SchedulerConfig};
+use clap::{Args, Subcommand};
+use kore_nodes::{
+    KubeletConfig, Kubelets, NodeConfig, NodeSet, NodeStages, Scheduler, SchedulerConfig,
+};
 use kore_runtime::Manager;
 use kore_runtime::manager::LeaseConfig;
 
 /// Options of `kore nodes`.
 #[derive(Args, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct NodesArgs {
+    /// Act on one node instead of running nodes.
+    #[command(subcommand)]
+    command: Option<NodeCommand>,
     /// The kubeconfig of the API server to simulate nodes for.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (its current context by default).
     #[arg(long)]
     context: Option<String>,
@@ -40,18 +46,75 @@ pub(crate) struct NodesArgs {
     pods: u32,
 }
 
-/// Runs `kore nodes` until a signal.
-pub(crate) async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
+/// `kore nodes stop-heartbeat NODE`, `kore nodes start-heartbeat NODE`.
+#[derive(Subcommand, Clone)]
+enum NodeCommand {
+    /// Stop renewing NODE's Lease in kube-node-lease (whichever `kore up` or `kore nodes`
+    /// process simulates it), so that the node lifecycle controller marks it NotReady.
+    StopHeartbeat(HeartbeatArgs),
+    /// Renew NODE's Lease again.
+    StartHeartbeat(HeartbeatArgs),
+}
+
+/// Options of the heartbeat commands.
+#[derive(Args, Clone)]
+struct HeartbeatArgs {
+    /// The node.
+    node: String,
+    /// The kubeconfig of the API server.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: PathBuf,
+    /// The kubeconfig context to use (its current context by default).
+    #[arg(long)]
+    context: Option<String>,
+}
+
+async fn client_for(kubeconfig: &Path, context: Option<String>) -> anyhow::Result<kube::Client> {
     let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
+        context,
         ..kube::config::KubeConfigOptions::default()
     };
-    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+    let file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &options)
         .await
-        .with_context(|| format!("using {}", args.kubeconfig.display()))?;
-    let client = kube::Client::try_from(config).context("making a client")?;
+        .with_context(|| format!("using {}", kubeconfig.display()))?;
+    kube::Client::try_from(config).context("making a client")
+}
+
+/// Runs a heartbeat command.
+async fn heartbeat(args: HeartbeatArgs, stop: bool) -> anyhow::Result<()> {
+    let client = client_for(&args.kubeconfig, args.context).await?;
+    match kore_nodes::set_heartbeat(&client, &args.node, stop).await {
+        Ok(()) => {
+            let what = if stop { "stopped" } else { "started" };
+            println!("node {}: heartbeat {what}", args.node);
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => anyhow::bail!(
+            "node {} has no Lease in {} (is it a node kore simulates?)",
+            args.node,
+            kore_nodes::LEASE_NAMESPACE
+        ),
+        Err(e) => Err(e).context("annotating the node's Lease"),
+    }
+}
+
+/// Runs `kore nodes` until a signal (or one of its commands).
+pub(crate) async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
+    match args.command.clone() {
+        Some(NodeCommand::StopHeartbeat(h)) => return heartbeat(h, true).await,
+        Some(NodeCommand::StartHeartbeat(h)) => return heartbeat(h, false).await,
+        None => {}
+    }
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .context("--kubeconfig is required")?;
+    let client = client_for(&kubeconfig, args.context.clone()).await?;
+    kore_nodes::stage::install(&client)
+        .await
+        .context("installing the Stage API")?;
     let node = NodeConfig {
         name_prefix: args.prefix.clone(),
         cpu: args.cpu.clone(),
@@ -68,8 +131,10 @@ pub(crate) async fn nodes(args: NodesArgs) -> anyhow::Result<()> {
         .build();
     let scheduler = Scheduler::new(manager.informers(), SchedulerConfig::default());
     let kubelets = Kubelets::controller(manager.informers(), KubeletConfig::default());
+    let node_stages = NodeStages::controller(manager.informers());
     manager.add(Box::new(scheduler));
     manager.add(Box::new(kubelets));
+    manager.add(Box::new(node_stages));
     println!("scheduling and running pods; press Ctrl-C to stop");
     let outcome = manager.run().await.context("the scheduler and kubelets");
     drop(set);

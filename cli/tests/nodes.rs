@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Process, kore};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -61,5 +62,39 @@ async fn kore_nodes_runs_pods_against_another_server() {
         .expect("kore nodes starts");
     let node = a_pod_runs(server.client().await).await;
     assert!(node == "sim-0" || node == "sim-1", "{node}");
+
+    // Stopping a node's heartbeat from another process annotates its Lease.
+    let out = kore()
+        .args(["nodes", "stop-heartbeat", "sim-1", "--kubeconfig"])
+        .arg(&server.kubeconfig)
+        .output()
+        .await
+        .expect("kore nodes stop-heartbeat runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "node sim-1: heartbeat stopped"
+    );
+    let leases: Api<Lease> = Api::namespaced(server.client().await, "kube-node-lease");
+    let lease = leases.get("sim-1").await.expect("sim-1's Lease");
+    assert_eq!(
+        lease
+            .metadata
+            .annotations
+            .and_then(|a| a.get("kore.dev/heartbeat").cloned())
+            .as_deref(),
+        Some("stopped")
+    );
+    let out = kore()
+        .args(["nodes", "stop-heartbeat", "nope", "--kubeconfig"])
+        .arg(&server.kubeconfig)
+        .output()
+        .await
+        .expect("kore nodes stop-heartbeat runs");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("node nope has no Lease in kube-node-lease"),
+        "{out:?}"
+    );
     nodes.kill().await.expect("stopped");
 }

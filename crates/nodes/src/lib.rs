@@ -7,6 +7,8 @@
 //!   kubelet). [`NodeSet::stop_heartbeat`] stops one node's renewals, so its Lease goes stale.
 //! - [`Scheduler`] binds pods to nodes through `pods/binding` as kube-scheduler does.
 //! - [`Kubelets`] drive the pods bound to simulated nodes through their lifecycle.
+//! - [`stage`]: kwok's Stage API (`kwok.x-k8s.io/v1alpha1`): the lifecycles of simulated
+//!   pods and nodes as data; kore's defaults are Stages too ([`stage::defaults`]).
 //! - [`Simulation`] runs all three in the current process.
 //!
 //! The design, and what differs from Kubernetes, is in docs/design/nodes.md.
@@ -16,10 +18,12 @@ mod nodeset;
 pub mod resources;
 pub mod scheduler;
 mod simulation;
+pub mod stage;
 
-pub use kubelet::{KubeletConfig, Kubelets};
-pub use nodeset::{LEASE_NAMESPACE, NodeConfig, NodeSet};
+pub use kubelet::{KubeletConfig, Kubelets, NodeStages};
+pub use nodeset::{HEARTBEAT, LEASE_NAMESPACE, NodeConfig, NodeSet, set_heartbeat};
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use simulation::{Simulation, SimulationConfig};
+pub use stage::Stage;
 
 pub(crate) use nodeset::now_seconds;

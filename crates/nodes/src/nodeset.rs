@@ -193,14 +193,56 @@ fn node_object(config: &NodeConfig, name: &str, index: usize) -> Node {
     }
 }
 
+/// A healthy kubelet's node conditions (type, status, reason, message), in its order.
+const CONDITIONS: [(&str, &str, &str, &str); 4] = [
+    (
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    (
+        "DiskPressure",
+        "False",
+        "KubeletHasNoDiskPressure",
+        "kubelet has no disk pressure",
+    ),
+    (
+        "PIDPressure",
+        "False",
+        "KubeletHasSufficientPID",
+        "kubelet has sufficient PID available",
+    ),
+    (
+        "Ready",
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    ),
+];
+
+/// The node conditions a healthy simulated kubelet posts (what a Stage template's
+/// `NodeConditions` answers).
+pub(crate) fn kubelet_conditions() -> Value {
+    CONDITIONS
+        .iter()
+        .map(|(ty, status, reason, message)| {
+            json!({"type": ty, "status": status, "reason": reason, "message": message})
+        })
+        .collect()
+}
+
 fn node_status(config: &NodeConfig, name: &str, index: usize) -> Value {
     let now = now_seconds();
-    let cond = |ty: &str, status: &str, reason: &str, message: &str| {
-        json!({
-            "type": ty, "status": status, "reason": reason, "message": message,
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
+    let conditions: Vec<Value> = CONDITIONS
+        .iter()
+        .map(|(ty, status, reason, message)| {
+            json!({
+                "type": ty, "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            })
         })
-    };
+        .collect();
     let resources = json!({
         "cpu": config.cpu, "memory": config.memory, "pods": config.pods.to_string(),
         "ephemeral-storage": "100Gi",
@@ -220,21 +262,56 @@ fn node_status(config: &NodeConfig, name: &str, index: usize) -> Value {
             "containerRuntimeVersion": "kore://simulated", "kubeletVersion": "v1.34.0-kore",
             "kubeProxyVersion": "", "operatingSystem": config.os, "architecture": config.arch,
         },
-        "conditions": [
-            cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
+        "conditions": conditions,
     })
 }
 
-/// Creates `node`'s Lease, then renews it every `interval` until aborted.
+/// The annotation on a node's Lease that stops its renewals while it is `stopped` (what
+/// `kore nodes stop-heartbeat` sets; removing it resumes them). It works across processes: the
+/// heartbeat reads it from each renewal's answer, so it takes effect within one interval.
+pub const HEARTBEAT: &str = "kore.dev/heartbeat";
+
+/// Stops (`stop` true) or resumes the heartbeat of `node`, whichever process renews it, by
+/// annotating its Lease with [`HEARTBEAT`]. Fails with the API's 404 when the node has no
+/// Lease.
+pub async fn set_heartbeat(client: &Client, node: &str, stop: bool) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let value = if stop { json!("stopped") } else { Value::Null };
+    leases
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {HEARTBEAT: value}}})),
+        )
+        .await
+        .map(|_| ())
+}
+
+fn stopped(lease: &Lease) -> bool {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HEARTBEAT))
+        .is_some_and(|v| v == "stopped")
+}
+
+/// Creates `node`'s Lease, then renews it every `interval` until aborted, except while the
+/// Lease is annotated [`HEARTBEAT`]`: stopped`.
 async fn heartbeat(client: Client, node: String, uid: String, interval: Duration, duration: i32) {
     let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let mut tick = tokio::time::interval(interval);
+    let mut paused = false;
     loop {
         tick.tick().await;
+        if paused {
+            // Renew again once the annotation is gone (a failed read keeps the pause).
+            match leases.get_opt(&node).await {
+                Ok(Some(l)) if stopped(&l) => continue,
+                Err(_) => continue,
+                _ => paused = false,
+            }
+        }
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {
@@ -248,12 +325,15 @@ async fn heartbeat(client: Client, node: String, uid: String, interval: Duration
             },
         });
         // A failed renewal is retried at the next tick, as the kubelet does.
-        let _ = leases
+        if let Ok(l) = leases
             .patch(
                 &node,
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(lease),
             )
-            .await;
+            .await
+        {
+            paused = stopped(&l);
+        }
     }
 }

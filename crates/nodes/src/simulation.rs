@@ -3,7 +3,7 @@
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::{KubeletConfig, Kubelets, NodeConfig, NodeSet, Scheduler, SchedulerConfig};
+use crate::{KubeletConfig, Kubelets, NodeConfig, NodeSet, NodeStages, Scheduler, SchedulerConfig};
 use kore_runtime::Informers;
 
 /// What a [`Simulation`] runs.
@@ -47,14 +47,18 @@ impl std::fmt::Debug for Simulation {
 }
 
 impl Simulation {
-    /// Registers the nodes, then starts the scheduler and the kubelets (no leader election:
-    /// use a kore-runtime `Manager` with [`Scheduler`] and [`Kubelets::controller`] for that).
+    /// Installs the Stage API and kore's default Stages ([`crate::stage::install`]),
+    /// registers the nodes, then starts the scheduler and the kubelets (no leader election:
+    /// use a kore-runtime `Manager` with [`Scheduler`], [`Kubelets::controller`] and
+    /// [`NodeStages::controller`] for that).
     pub async fn start(client: kube::Client, config: SimulationConfig) -> anyhow::Result<Self> {
+        crate::stage::install(&client).await?;
         let nodes = NodeSet::start(client.clone(), config.nodes, config.node).await?;
         let shutdown = CancellationToken::new();
         let informers = Informers::new(client);
         let scheduler = Scheduler::new(&informers, config.scheduler);
         let kubelets = Kubelets::controller(&informers, config.kubelet);
+        let node_stages = NodeStages::controller(&informers);
         informers.start(shutdown.child_token());
         let mut tasks = JoinSet::new();
         tasks.spawn(scheduler.run(shutdown.child_token()));
@@ -62,6 +66,12 @@ impl Simulation {
         tasks.spawn(async move {
             if let Err(e) = kubelets.run(token).await {
                 tracing::error!(error = %e, "the kubelets stopped");
+            }
+        });
+        let token = shutdown.child_token();
+        tasks.spawn(async move {
+            if let Err(e) = node_stages.run(token).await {
+                tracing::error!(error = %e, "the node Stages stopped");
             }
         });
         Ok(Simulation {

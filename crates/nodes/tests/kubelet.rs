@@ -11,6 +11,9 @@ use kore_testenv::{TestEnv, wait_for};
 use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
+#[path = "kubelet/stages.rs"]
+mod stages;
+
 const WAIT: Duration = Duration::from_secs(20);
 
 fn pod(name: &str, meta: Value, spec: Value) -> Pod {

@@ -104,3 +104,55 @@ async fn leases_are_renewed_until_the_heartbeat_stops() {
         "a stopped heartbeat leaves the lease stale"
     );
 }
+
+#[tokio::test]
+async fn a_lease_annotated_stopped_is_not_renewed_until_the_annotation_goes() {
+    let env = TestEnv::start().await.expect("start");
+    let config = NodeConfig {
+        lease_interval: Duration::from_millis(20),
+        ..NodeConfig::default()
+    };
+    let _set = NodeSet::start(env.client(), 2, config)
+        .await
+        .expect("nodes");
+    let leases: Api<Lease> = Api::namespaced(env.client(), LEASE_NAMESPACE);
+    wait_for(Duration::from_secs(10), || async {
+        renew_time(&leases, "kore-node-0").await
+    })
+    .await
+    .expect("a lease");
+    // As `kore nodes stop-heartbeat kore-node-0` does, from any process.
+    kore_nodes::set_heartbeat(&env.client(), "kore-node-0", true)
+        .await
+        .expect("stop");
+    let missing = kore_nodes::set_heartbeat(&env.client(), "no-such-node", true).await;
+    assert!(matches!(missing, Err(kube::Error::Api(s)) if s.code == 404));
+    // At most one more renewal lands (the one that reads the annotation back).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopped = renew_time(&leases, "kore-node-0").await.expect("lease");
+    for _ in 0..2 {
+        let other = renew_time(&leases, "kore-node-1").await.expect("lease");
+        wait_for(Duration::from_secs(10), || async {
+            renew_time(&leases, "kore-node-1")
+                .await
+                .filter(|t| *t != other)
+        })
+        .await
+        .expect("node 1 still renews");
+    }
+    assert_eq!(
+        renew_time(&leases, "kore-node-0").await.expect("lease"),
+        stopped,
+        "a stopped heartbeat leaves the lease stale"
+    );
+    kore_nodes::set_heartbeat(&env.client(), "kore-node-0", false)
+        .await
+        .expect("start");
+    wait_for(Duration::from_secs(10), || async {
+        renew_time(&leases, "kore-node-0")
+            .await
+            .filter(|t| *t != stopped)
+    })
+    .await
+    .expect("renewed again");
+}

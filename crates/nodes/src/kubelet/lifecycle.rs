@@ -134,11 +134,16 @@ fn fake_id(parts: &[&str]) -> String {
 }
 
 fn container_id(pod: &Pod, c: &str) -> String {
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    container_id_of(pod.metadata.uid.as_deref().unwrap_or_default(), c)
+}
+
+/// The fake container id of container `c` of the pod `uid`.
+pub fn container_id_of(uid: &str, c: &str) -> String {
     format!("kore://{}", fake_id(&[uid, c]))
 }
 
-fn image_id(image: &str) -> String {
+/// The fake image id of `image`.
+pub fn image_id(image: &str) -> String {
     let name = image.split('@').next().unwrap_or(image);
     format!("{name}@sha256:{}", fake_id(&[image]))
 }

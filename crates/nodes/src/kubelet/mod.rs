@@ -8,6 +8,9 @@
 //! controller is not part of this crate).
 
 pub mod lifecycle;
+mod stages;
+
+pub use stages::NodeStages;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -16,11 +19,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kore_runtime::controller::{Action, Controller, ReconcileError, Reconciler, Request};
-use kore_runtime::{Informers, Store};
+use kore_runtime::events::Reporter;
+use kore_runtime::{Informers, ObjectKey, Recorder, Store};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use self::lifecycle::{Memory, Placement, Step, next_step};
+use crate::stage::Stage;
+use crate::stage::defaults::Native;
+use crate::stage::engine::{Decision, Tracker};
+use crate::stage::select::Labels;
+use crate::stage::template::Facts;
 
 /// The annotation that marks a Node as simulated by kore.
 pub const SIMULATED: &str = "kore.dev/simulated";
@@ -42,6 +51,11 @@ pub struct KubeletConfig {
     pub job_run_time: Duration,
     /// How many pods are handled at once.
     pub workers: usize,
+    /// The first crash back-off of a container (`BackOff` in Stage templates; the kubelet's
+    /// 10 s).
+    pub crash_backoff: Duration,
+    /// The longest (the kubelet's 5 min).
+    pub max_crash_backoff: Duration,
 }
 
 impl Default for KubeletConfig {
@@ -51,6 +65,8 @@ impl Default for KubeletConfig {
             stop_time: Duration::from_millis(100),
             job_run_time: Duration::from_secs(1),
             workers: 16,
+            crash_backoff: Duration::from_secs(10),
+            max_crash_backoff: Duration::from_secs(300),
         }
     }
 }
@@ -73,6 +89,10 @@ pub struct Kubelets {
     addresses: Mutex<Addresses>,
     /// pod uid → the exact times of this kubelet's writes.
     memory: Mutex<HashMap<String, Memory>>,
+    stages: Store<Stage>,
+    lifecycles: stages::Lifecycles,
+    tracker: Tracker,
+    recorder: Recorder,
 }
 
 impl std::fmt::Debug for Kubelets {
@@ -91,14 +111,14 @@ pub enum Error {
     Write(#[from] kube::Error),
 }
 
-fn is_simulated(node: &Node) -> bool {
+pub(crate) fn is_simulated(node: &Node) -> bool {
     node.metadata.annotations.as_ref().is_some_and(|a| {
         a.get(SIMULATED).is_some_and(|v| v == "true")
             || a.get(KWOK_NODE).is_some_and(|v| v == "fake")
     })
 }
 
-fn internal_ip(node: &Node) -> String {
+pub(crate) fn internal_ip(node: &Node) -> String {
     node.status
         .as_ref()
         .and_then(|s| s.addresses.as_ref())
@@ -123,17 +143,24 @@ impl Kubelets {
     /// it to a manager.
     pub fn controller(informers: &Informers, config: KubeletConfig) -> Controller<Pod, Kubelets> {
         let nodes = informers.get::<Node>(Default::default()).store();
+        let pods = informers.get::<Pod>(Default::default()).store();
         let kubelets = Kubelets {
             client: informers.client(),
             nodes,
-            pods: informers.get::<Pod>(Default::default()).store(),
+            pods: pods.clone(),
             addresses: Mutex::new(Addresses::default()),
             memory: Mutex::new(HashMap::new()),
             config: config.clone(),
+            stages: informers.get::<Stage>(Default::default()).store(),
+            lifecycles: stages::Lifecycles::default(),
+            tracker: Tracker::default(),
+            recorder: Recorder::new(informers.client(), Reporter::new("kubelet")),
         };
+        // A changed Stage is looked at for every pod (Stages change rarely).
         Controller::for_::<Pod>(informers)
             .named(MANAGER)
             .max_concurrent_reconciles(config.workers.max(1))
+            .watches::<Stage>(move |_| pods.list().iter().map(|p| ObjectKey::of(&**p)).collect())
             .build(kubelets)
     }
 
@@ -257,6 +284,7 @@ impl Reconciler<Pod> for Kubelets {
         let Some(pod) = request.object() else {
             if let Some(uid) = request.last_state().and_then(|p| p.metadata.uid.clone()) {
                 self.release(&uid);
+                self.tracker.forget(&uid);
                 self.memory
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -273,12 +301,50 @@ impl Reconciler<Pod> for Kubelets {
         if !is_simulated(&node) {
             return Ok(Action::done());
         }
+        let lifecycle = self.lifecycles.get(&self.stages, "Pod");
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let rv = pod.metadata.resource_version.clone().unwrap_or_default();
+        let labels = Labels {
+            labels: pod.metadata.labels.as_ref(),
+            annotations: pod.metadata.annotations.as_ref(),
+        };
+        match self
+            .tracker
+            .decide(&lifecycle, &uid, &rv, labels, || stages::as_json(&*pod))
+        {
+            Decision::Apply(stage, json) => {
+                let facts = Facts {
+                    node_name: node_name.to_string(),
+                    node_ip: internal_ip(&node),
+                    pod_ip: self.pod_ip(&pod, &node),
+                    uid: uid.clone(),
+                    node_conditions: Value::Null,
+                    backoff: self.config.crash_backoff,
+                    max_backoff: self.config.max_crash_backoff,
+                };
+                return Ok(stages::apply(
+                    Api::namespaced(
+                        self.client.clone(),
+                        pod.metadata.namespace.as_deref().unwrap_or("default"),
+                    ),
+                    &self.recorder,
+                    &self.tracker,
+                    &*pod,
+                    &stage,
+                    &json,
+                    &facts,
+                )
+                .await?);
+            }
+            Decision::Wait(d) => return Ok(Action::requeue_after(d)),
+            Decision::Stale => return Ok(Action::done()),
+            Decision::Native => {}
+        }
         let placement = Placement {
             host_ip: internal_ip(&node),
             pod_ip: String::new(),
         };
         let now = k8s_openapi::jiff::Timestamp::now();
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let memory = self
             .memory
             .lock()
@@ -287,6 +353,20 @@ impl Reconciler<Pod> for Kubelets {
             .copied()
             .unwrap_or_default();
         let step = next_step(&pod, &placement, &self.config, now, memory);
+        // Each native step is one of kore's default Stages; it runs only while that Stage is
+        // installed and unchanged.
+        let native = match &step {
+            Step::Write(status, _) => match status["phase"].as_str() {
+                Some("Pending") => Some(Native::Create),
+                Some("Succeeded" | "Failed") => Some(Native::Complete),
+                _ => Some(Native::Ready),
+            },
+            Step::Delete | Step::StopAndDelete(_) => Some(Native::Delete),
+            Step::Wait(_) | Step::Nothing => None,
+        };
+        if native.is_some_and(|n| !lifecycle.runs_natively(n)) {
+            return Ok(Action::done());
+        }
         let after = |d: Option<Duration>| match d {
             Some(d) => Action::requeue_after(d),
             None => Action::done(),
