@@ -21,39 +21,11 @@ use super::select::{self, Labels, Query, Selector};
 use super::template::{self, Facts};
 use super::{ExpressionFrom, Stage, StageNext};
 
-/// Reads a Go duration (`1h2m3.5s`, `500ms`, `10s`); `None` for anything else or a negative one.
+/// Reads a Go duration (`1h2m3.5s`, `500ms`, `10s`) as Go's `time.ParseDuration` does;
+/// `None` for anything else or a negative one.
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = s;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let n: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += n * scale;
-        rest = &rest[unit_end..];
-    }
-    Duration::try_from_secs_f64(total).ok()
+    let nanos = go_parse_duration::parse_duration(s.trim()).ok()?;
+    u64::try_from(nanos).ok().map(Duration::from_nanos)
 }
 
 /// A Stage ready to be matched and applied.
