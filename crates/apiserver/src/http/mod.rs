@@ -101,7 +101,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/readyz", get(ready))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::document_handler))
-        .route("/openapi/v2", get(not_found))
+        .route("/openapi/v2", get(openapi::v2_handler))
         .fallback(resources::dispatch)
         // Stages 1–3 of the pipeline, outermost first: a request meets them in this order.
         .layer(
@@ -246,10 +246,6 @@ fn text_health(query: Option<&str>, ok: bool, checks: &[&str]) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     resp
-}
-
-async fn not_found() -> Response {
-    ApiError::NoSuchPath.into_response()
 }
 
 /// A JSON response.

@@ -15,4 +15,5 @@ mod discovery;
 mod eviction;
 mod groups;
 mod kubectl;
+mod openapi;
 mod pod_subresources;
