@@ -25,7 +25,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use kore_apiserver::server::{ApiServer, Config};
+use kore_apiserver::server::{ApiServer, Config, Endpoint};
 use kore_apiserver::storage::WalConfig;
 use tracing_subscriber::EnvFilter;
 
@@ -92,6 +92,15 @@ pub(crate) struct ServeArgs {
     /// Serve plain HTTP (loopback addresses only; requests act as the administrator).
     #[arg(long)]
     pub(crate) insecure_http: bool,
+    /// Write a kubeconfig whose user authenticates by a client certificate signed by the
+    /// server's CA (CN kubernetes-admin, O system:masters, valid a year, as kubeadm's
+    /// admin.conf) instead of the admin token.
+    #[arg(long, conflicts_with = "insecure_http")]
+    pub(crate) kubeconfig_client_cert: bool,
+    /// Also accept client certificates signed by the CAs in this PEM bundle (user from the
+    /// CN, groups from the O values); the server's own CA is always accepted.
+    #[arg(long, value_name = "PEM")]
+    pub(crate) client_ca_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -101,11 +110,33 @@ impl ServeArgs {
         if let Some(dir) = &self.data_dir {
             config = config.data_dir(dir);
         }
+        if let Some(bundle) = &self.client_ca_file {
+            config = config.client_ca_file(bundle);
+        }
         let mut wal = WalConfig::default().repair(self.repair);
         if let Some(bytes) = self.wal_compaction_floor {
             wal = wal.compaction_floor(bytes);
         }
         config.wal(wal)
+    }
+
+    /// Writes the kubeconfig of `endpoint` to `--kubeconfig`: with the admin token, or with a
+    /// new client certificate under `--kubeconfig-client-cert`.
+    pub(crate) fn write_kubeconfig(
+        &self,
+        server: &ApiServer,
+        endpoint: &Endpoint,
+    ) -> anyhow::Result<()> {
+        let written = if self.kubeconfig_client_cert {
+            let yaml = server
+                .client_certificate_kubeconfig(endpoint)
+                .context("issuing the kubeconfig's client certificate")?;
+            kore_apiserver::auth::kubeconfig::write_kubeconfig(&self.kubeconfig, &yaml)
+                .map_err(anyhow::Error::from)
+        } else {
+            ApiServer::write_kubeconfig(endpoint, &self.kubeconfig).map_err(anyhow::Error::from)
+        };
+        written.with_context(|| format!("writing {}", self.kubeconfig.display()))
     }
 }
 
@@ -118,8 +149,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .listen(args.listen, args.insecure_http)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    ApiServer::write_kubeconfig(&endpoint, &args.kubeconfig)
-        .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+    args.write_kubeconfig(&server, &endpoint)?;
     let kubeconfig = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
     tracing::info!(url = %endpoint.url, kubeconfig = %kubeconfig.display(), "serving");
     wait_for_signal().await;

@@ -63,8 +63,7 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     let controllers =
         kore_controller_manager::spawn(admin.clone(), kore_controller_manager::Options::default())?;
 
-    ApiServer::write_kubeconfig(&endpoint, &args.serve.kubeconfig)
-        .with_context(|| format!("writing {}", args.serve.kubeconfig.display()))?;
+    args.serve.write_kubeconfig(&server, &endpoint)?;
     let kubeconfig =
         std::fs::canonicalize(&args.serve.kubeconfig).unwrap_or(args.serve.kubeconfig.clone());
     tracing::info!(url = %endpoint.url, kubeconfig = %kubeconfig.display(), "serving");

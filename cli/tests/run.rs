@@ -1,5 +1,6 @@
 //! `kore run`: the operators alone, against an API server in another process, through a
-//! kubeconfig; and a clear refusal of operators it does not know.
+//! kubeconfig; and a clear refusal of operators it does not know. Also the kubeconfig
+//! `kore apiserver --kubeconfig-client-cert` writes for such clients.
 
 mod common;
 
@@ -11,6 +12,26 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kore_sample_controller::{Foo, FooSpec};
 use kore_testenv::wait_for;
 use kube::api::{Api, PostParams};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kore_apiserver_writes_a_client_certificate_kubeconfig_on_request() {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let server = Process::start("apiserver", &["--kubeconfig-client-cert"]).await;
+    let yaml = std::fs::read_to_string(&server.kubeconfig).expect("the kubeconfig");
+    assert!(yaml.contains("client-certificate-data"), "{yaml}");
+    assert!(!yaml.contains("token:"), "no token: {yaml}");
+    let review = Api::<SelfSubjectReview>::all(server.client().await)
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("the certificate authenticates");
+    let user = review.status.and_then(|s| s.user_info).expect("user info");
+    assert_eq!(user.username.as_deref(), Some("kubernetes-admin"));
+    assert!(
+        user.groups
+            .unwrap_or_default()
+            .contains(&"system:masters".to_owned())
+    );
+}
 
 const CONVERGE: Duration = Duration::from_secs(30);
 

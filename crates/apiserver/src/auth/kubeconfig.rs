@@ -20,19 +20,51 @@ use super::{PRIVATE_MODE, write_file_atomically};
 /// The name of the cluster, the user and the context in the handed-out kubeconfig.
 pub const KUBECONFIG_NAME: &str = "kore";
 
+/// How the kubeconfig's user authenticates.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Credential<'a> {
+    /// No credential (`user: {}`).
+    None,
+    /// A bearer token.
+    Token(&'a str),
+    /// A client certificate and its key, both PEM (`client-certificate-data`,
+    /// `client-key-data`).
+    ClientCertificate {
+        /// The certificate.
+        cert_pem: &'a str,
+        /// Its private key.
+        key_pem: &'a str,
+    },
+}
+
 /// The kubeconfig for a server at `server_url`.
 ///
 /// For `https://` URLs, `ca_pem` becomes `certificate-authority-data` and `token` the user's
 /// bearer token (each only if given: without a CA, clients fall back to the system roots and will
 /// not trust a generated certificate). For `http://` URLs both are left out.
 pub fn kubeconfig_yaml(server_url: &str, ca_pem: Option<&str>, token: Option<&str>) -> String {
+    kubeconfig_yaml_for(
+        server_url,
+        ca_pem,
+        token.map_or(Credential::None, Credential::Token),
+    )
+}
+
+/// [`kubeconfig_yaml`] with any [`Credential`]; over `http://` the CA and the credential are
+/// left out.
+pub fn kubeconfig_yaml_for(
+    server_url: &str,
+    ca_pem: Option<&str>,
+    credential: Credential<'_>,
+) -> String {
     let plain_http = server_url
         .get(..7)
         .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
-    let (ca_pem, token) = if plain_http {
-        (None, None)
+    let (ca_pem, credential) = if plain_http {
+        (None, Credential::None)
     } else {
-        (ca_pem, token)
+        (ca_pem, credential)
     };
     let name = quote(KUBECONFIG_NAME);
 
@@ -48,12 +80,19 @@ pub fn kubeconfig_yaml(server_url: &str, ca_pem: Option<&str>, token: Option<&st
     }
     yaml.push_str("users:\n");
     let _ = writeln!(yaml, "- name: {name}");
-    match token {
-        Some(token) => {
+    match credential {
+        Credential::Token(token) => {
             yaml.push_str("  user:\n");
             let _ = writeln!(yaml, "    token: {}", quote(token));
         }
-        None => yaml.push_str("  user: {}\n"),
+        Credential::ClientCertificate { cert_pem, key_pem } => {
+            yaml.push_str("  user:\n");
+            let cert = STANDARD.encode(cert_pem.as_bytes());
+            let key = STANDARD.encode(key_pem.as_bytes());
+            let _ = writeln!(yaml, "    client-certificate-data: {}", quote(&cert));
+            let _ = writeln!(yaml, "    client-key-data: {}", quote(&key));
+        }
+        Credential::None => yaml.push_str("  user: {}\n"),
     }
     yaml.push_str("contexts:\n");
     let _ = writeln!(yaml, "- name: {name}");

@@ -3,6 +3,9 @@
 //!
 //! - [`tls`]: the CA and the serving certificate it signs, kept in a data directory or in memory.
 //! - [`token`]: the admin bearer token and the `Authorization` header parser.
+//! - [`x509`]: who a client certificate speaks for (user from the CN, groups from the O values),
+//!   checked against kore's CA and the client CA bundle.
+//! - [`csr`]: signing CertificateSigningRequests with the CA under the built-in signers' rules.
 //! - [`authenticate`]: who a bearer token (the admin token or a ServiceAccount JWT) speaks for,
 //!   shared by the HTTP middleware and the TokenReview resource.
 //! - [`kubeconfig`]: the kubeconfig handed out to kubectl, client-go, kube-rs and Python clients.
@@ -19,6 +22,7 @@
 pub(crate) mod aggregation;
 pub mod audit;
 pub mod authenticate;
+pub mod csr;
 pub mod escalation;
 pub mod kubeconfig;
 pub mod policy;
@@ -26,6 +30,7 @@ pub mod rbac;
 pub mod sa_token;
 pub mod tls;
 pub mod token;
+pub mod x509;
 
 use std::fs;
 use std::io::{self, Write};

@@ -23,8 +23,10 @@
 //!   [`TlsError::CaUnusable`] says so; delete `ca.crt` and `ca.key` to start over.
 //! - Two processes generating into the same empty directory at the same moment each write their
 //!   own CA and the last rename wins. Give each server its own directory.
-//! - No client certificates are requested; client-certificate authentication needs a client
-//!   verifier here later.
+//! - The CA also signs client certificates ([`CertificateAuthority::issue_client`], for the
+//!   kubeconfig `kore apiserver --kubeconfig-client-cert` writes) and approved
+//!   CertificateSigningRequests (`auth/csr.rs`). rcgen holds one value per subject attribute
+//!   type, so a signed certificate carries at most one organization (group).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -125,6 +127,110 @@ pub enum TlsError {
     /// rustls refused the certificate or key.
     #[error("building the TLS server configuration failed")]
     Config(#[source] rustls::Error),
+}
+
+/// kore's CA as a signer of client certificates and certificate signing requests: cheap to
+/// clone, and its [`Debug`] output shows no key material.
+#[derive(Clone)]
+pub struct CertificateAuthority {
+    ca: Arc<Ca>,
+}
+
+impl fmt::Debug for CertificateAuthority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertificateAuthority")
+            .finish_non_exhaustive()
+    }
+}
+
+/// A certificate and its private key, both PEM (the key PKCS#8).
+#[derive(Clone)]
+pub struct KeyedCertificate {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+impl fmt::Debug for KeyedCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedCertificate")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CertificateAuthority {
+    /// The CA certificate in PEM.
+    pub fn pem(&self) -> &str {
+        &self.ca.pem
+    }
+
+    /// The CA certificate in DER.
+    pub fn der(&self) -> &CertificateDer<'static> {
+        &self.ca.der
+    }
+
+    /// When the CA expires: nothing it signs may outlive it.
+    pub fn not_after(&self) -> time::OffsetDateTime {
+        self.ca.not_after
+    }
+
+    /// A new key and a client certificate for it (`extendedKeyUsage=clientAuth`) with subject
+    /// `CN=<common_name>` and, if given, `O=<organization>`: kube-apiserver's x509
+    /// authentication reads the CN as the user and each O as a group. Valid from five minutes
+    /// ago (clock skew) for `validity`, and never past the CA.
+    ///
+    /// # Errors
+    /// Generating or signing failed.
+    pub fn issue_client(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+        validity: Duration,
+    ) -> Result<KeyedCertificate, TlsError> {
+        let key = KeyPair::generate().map_err(TlsError::Generate)?;
+        let mut params = CertificateParams::default();
+        let mut name = DistinguishedName::new();
+        if let Some(org) = organization {
+            name.push(DnType::OrganizationName, org);
+        }
+        name.push(DnType::CommonName, common_name);
+        params.distinguished_name = name;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::minutes(5);
+        params.not_after = time::Duration::try_from(validity)
+            .ok()
+            .and_then(|d| now.checked_add(d))
+            .map_or(self.ca.not_after, |end| end.min(self.ca.not_after));
+        let der = self.sign(params, &key)?;
+        Ok(KeyedCertificate {
+            cert_pem: pem_encode("CERTIFICATE", &der),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Signs `params` for `public_key` with a fresh serial number and the authority key
+    /// identifier; validity, names and usages are the caller's.
+    pub(crate) fn sign(
+        &self,
+        mut params: CertificateParams,
+        public_key: &impl rcgen::PublicKeyData,
+    ) -> Result<CertificateDer<'static>, TlsError> {
+        params.use_authority_key_identifier_extension = true;
+        params.serial_number = Some(random_serial());
+        let issuer = Issuer::new(Ca::params(), &self.ca.key);
+        let cert = params
+            .signed_by(public_key, &issuer)
+            .map_err(TlsError::Generate)?;
+        Ok(cert.der().clone())
+    }
 }
 
 /// The CA and the serving certificate of one server.
@@ -261,6 +367,13 @@ impl TlsMaterial {
         &self.ca_der
     }
 
+    /// The CA, to sign client certificates and certificate signing requests.
+    pub fn authority(&self) -> CertificateAuthority {
+        CertificateAuthority {
+            ca: self.ca.clone(),
+        }
+    }
+
     /// A rustls server configuration presenting the serving certificate, offering ALPN `h2` and
     /// `http/1.1`, with the ring provider (independent of any process-wide default provider).
     ///
@@ -268,11 +381,27 @@ impl TlsMaterial {
     /// rustls rejects the key (cannot happen for material from [`Self::load_or_generate`],
     /// which checks it).
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        self.server_config_with(None)
+    }
+
+    /// Like [`Self::server_config`], asking clients for a certificate that `client_auth`
+    /// handles (see `auth/x509.rs`: it is requested, never required, and checked per request).
+    ///
+    /// # Errors
+    /// rustls rejects the key.
+    pub fn server_config_with(
+        &self,
+        client_auth: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
+            .map_err(TlsError::Config)?;
+        let builder = match client_auth {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
             .with_single_cert(vec![self.server_der.clone()], self.server_key.clone_key())
             .map_err(TlsError::Config)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -375,6 +504,7 @@ struct Ca {
     key: KeyPair,
     der: CertificateDer<'static>,
     pem: String,
+    not_after: time::OffsetDateTime,
 }
 
 impl Ca {
@@ -404,6 +534,7 @@ impl Ca {
         Ok(Ca {
             key,
             pem: pem_encode("CERTIFICATE", &der),
+            not_after: params.not_after,
             der,
         })
     }
@@ -429,9 +560,16 @@ impl Ca {
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         CertifiedKey::from_der(vec![der.clone()], key_der, provider)
             .map_err(|err| unusable(&key_path, err))?;
+        let not_after = <x509_parser::certificate::X509Certificate as x509_parser::prelude::FromDer<_>>::from_der(&der)
+            .map_err(|err| unusable(&cert_path, err.to_string()))?
+            .1
+            .validity()
+            .not_after
+            .to_datetime();
         Ok(Some(Ca {
             key,
             pem: pem_encode("CERTIFICATE", &der),
+            not_after,
             der,
         }))
     }
@@ -525,7 +663,7 @@ fn random_serial() -> SerialNumber {
 }
 
 /// PEM text of one DER object, 64 characters per line.
-fn pem_encode(label: &str, der: &[u8]) -> String {
+pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
     let body = STANDARD.encode(der);
     let mut pem = format!("-----BEGIN {label}-----\n");
     for line in body.as_bytes().chunks(64) {

@@ -2,8 +2,9 @@
 //! API server: the garbage collector ([`gc`]), the namespace lifecycle ([`namespace`]),
 //! CustomResourceDefinitions ([`crd`]), the `default` ServiceAccount of every namespace
 //! ([`serviceaccounts`]), ClusterRole aggregation ([`clusterroles`]), the `default/kubernetes`
-//! Service and its endpoints ([`kubernetes_service`]) and the `kube-root-ca.crt` ConfigMap of
-//! every namespace ([`root_ca`]).
+//! Service and its endpoints ([`kubernetes_service`]), the `kube-root-ca.crt` ConfigMap of
+//! every namespace ([`root_ca`]) and the signer of approved CertificateSigningRequests
+//! ([`csr_signing`], here because the CA's key lives in the server).
 //!
 //! Each controller is one task that owns its state and stops when its cancellation token is
 //! cancelled; the server spawns them on its `TaskTracker` and waits for them on shutdown. The
@@ -15,6 +16,7 @@ pub mod apiservices;
 pub mod clusterroles;
 pub mod componentstatuses;
 pub mod crd;
+pub mod csr_signing;
 pub mod gc;
 pub mod kubernetes_service;
 mod level;

@@ -84,6 +84,8 @@ pub struct App {
     pub watches: Arc<watch::WatchSlots>,
     /// What `/metrics` reports.
     pub metrics: Arc<metrics::Metrics>,
+    /// Checks the client certificates presented over TLS.
+    pub client_certificates: Option<Arc<crate::auth::x509::ClientCertAuthenticator>>,
 }
 
 impl std::fmt::Debug for App {
@@ -148,14 +150,28 @@ enum Authn {
     Rejected,
 }
 
-/// Identifies the caller. A presented bearer token must be the admin token or a valid
-/// ServiceAccount token (401 otherwise), whatever the transport. Without one, TLS requests are
-/// anonymous; plain HTTP is only ever served on loopback, where clients send no credentials,
-/// so such requests act as the administrator there, and so do in-process requests.
+/// Identifies the caller, in kube-apiserver's order. A client certificate that verifies
+/// names the user (`auth/x509.rs`). Otherwise a presented bearer token must be the admin token
+/// or a valid ServiceAccount token (401 otherwise), whatever the transport. A certificate that
+/// does not verify is a 401 unless such a token authenticates the request. With neither, TLS
+/// requests are anonymous; plain HTTP is only ever served on loopback, where clients send no
+/// credentials, so such requests act as the administrator there, and so do in-process
+/// requests.
 async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let tls = req.extensions().get::<Transport>().is_some_and(|t| t.tls);
-    let authn = match bearer_token(req.headers()) {
-        Some(t) => match authz::token_authenticator(&app).authenticate(
+    let certificate = match (
+        &app.client_certificates,
+        req.extensions()
+            .get::<crate::api::transport::PeerCertificates>(),
+    ) {
+        (Some(checker), Some(chain)) => checker.authenticate(&chain.0).map_err(|e| {
+            tracing::debug!(error = %e, "a client certificate was refused");
+        }),
+        _ => Ok(None),
+    };
+    let authn = match (certificate, bearer_token(req.headers())) {
+        (Ok(Some(user)), _) => Authn::User(Arc::new(user)),
+        (_, Some(t)) => match authz::token_authenticator(&app).authenticate(
             t,
             &crate::auth::authenticate::API_AUDIENCES,
             app.registry.as_ref(),
@@ -163,8 +179,9 @@ async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next)
             Some(user) => Authn::User(user),
             None => Authn::Rejected,
         },
-        None if tls && app.admin_token.is_some() => Authn::Anonymous,
-        None => Authn::User(User::admin()),
+        (Err(()), None) => Authn::Rejected,
+        (Ok(None), None) if tls && app.admin_token.is_some() => Authn::Anonymous,
+        (Ok(None), None) => Authn::User(User::admin()),
     };
     match authn {
         Authn::User(user) => {

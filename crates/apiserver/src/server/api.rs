@@ -11,11 +11,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::kubeconfig::{kubeconfig_yaml, write_kubeconfig};
+use crate::auth::kubeconfig::{Credential, kubeconfig_yaml, kubeconfig_yaml_for, write_kubeconfig};
 use crate::auth::rbac::RbacIndex;
 use crate::auth::sa_token::TokenSigner;
-use crate::auth::tls::TlsMaterial;
+use crate::auth::tls::{CertificateAuthority, KeyedCertificate, TlsMaterial};
 use crate::auth::token::AdminToken;
+use crate::auth::x509::ClientCertAuthenticator;
 use crate::http::{self, App};
 use crate::registry::Registry;
 use crate::registry::admission::{
@@ -27,6 +28,10 @@ use crate::storage::{
 
 /// [`ApiServer::router_with_token`]: the router with a bearer token on every request.
 pub type RouterWithToken = tower_http::set_header::SetRequestHeader<Router, ::http::HeaderValue>;
+
+/// The user of [`ApiServer::client_certificate_kubeconfig`]'s certificate, as kubeadm names its
+/// administrator.
+pub const ADMIN_CERTIFICATE_USER: &str = "kubernetes-admin";
 
 /// Settings of an [`ApiServer`].
 #[derive(Clone, Debug)]
@@ -55,6 +60,9 @@ pub struct Config {
     /// default). Kubernetes runs it in kube-controller-manager, so a bare kube-apiserver, as
     /// envtest starts it, has none; tests that count every ConfigMap turn it off.
     pub publish_root_ca: bool,
+    /// A PEM bundle of further CAs whose client certificates authenticate users (as
+    /// kube-apiserver's `--client-ca-file`); kore's own CA is always trusted.
+    pub client_ca_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -69,6 +77,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(5),
             record_authorizations: false,
             publish_root_ca: true,
+            client_ca_file: None,
         }
     }
 }
@@ -114,6 +123,14 @@ impl Config {
     #[must_use]
     pub fn publish_root_ca(mut self, on: bool) -> Self {
         self.publish_root_ca = on;
+        self
+    }
+
+    /// Also trusts the client certificates of the CAs in the PEM file `path` (see
+    /// [`Config::client_ca_file`]).
+    #[must_use]
+    pub fn client_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.client_ca_file = Some(path.into());
         self
     }
 
@@ -220,6 +237,17 @@ impl ApiServer {
         let tls = TlsMaterial::load_or_generate(config.data_dir.as_deref(), &[])
             .map_err(|e| ServerError::Credentials(e.to_string()))?;
         let ca_pem: Arc<str> = Arc::from(tls.ca_pem());
+        let mut client_roots = vec![tls.ca_der().clone()];
+        if let Some(path) = &config.client_ca_file {
+            client_roots.extend(
+                crate::auth::x509::read_ca_bundle(path)
+                    .map_err(|e| ServerError::Credentials(e.to_string()))?,
+            );
+        }
+        let client_certificates = Arc::new(
+            ClientCertAuthenticator::new(&client_roots)
+                .map_err(|e| ServerError::Credentials(e.to_string()))?,
+        );
         let unbound = crate::controllers::kubernetes_service::UNBOUND;
         super::bootstrap::bootstrap(
             &registry,
@@ -253,6 +281,7 @@ impl ApiServer {
                 config.max_watches_per_user,
             )),
             metrics: Arc::default(),
+            client_certificates: Some(client_certificates),
         });
         // Serve the stored CRDs before the first request.
         if let Err(e) = crate::controllers::crd::sync(&registry).await {
@@ -298,6 +327,11 @@ impl ApiServer {
                 stop.child_token(),
             ));
         }
+        tasks.spawn(crate::controllers::csr_signing::run(
+            registry.clone(),
+            tls.authority(),
+            stop.child_token(),
+        ));
         tasks.spawn(crate::controllers::gc::run(registry, stop.child_token()));
         app.ready.store(true, Ordering::SeqCst);
         Ok(ApiServer {
@@ -350,6 +384,54 @@ impl ApiServer {
             .unwrap_or_default()
     }
 
+    /// kore's CA, which signs the serving certificate, client certificates and approved
+    /// CertificateSigningRequests.
+    pub fn certificate_authority(&self) -> CertificateAuthority {
+        self.tls.authority()
+    }
+
+    /// A new key and client certificate for user `common_name` in group `organization`
+    /// (the CN and O of its subject), signed by kore's CA, valid for `validity`.
+    ///
+    /// # Errors
+    /// Signing failed.
+    pub fn issue_client_certificate(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+        validity: Duration,
+    ) -> Result<KeyedCertificate, ServerError> {
+        self.tls
+            .authority()
+            .issue_client(common_name, organization, validity)
+            .map_err(|e| ServerError::Credentials(e.to_string()))
+    }
+
+    /// A kubeconfig for `endpoint` whose user authenticates by a new client certificate
+    /// instead of the admin token: `CN=kubernetes-admin`, `O=system:masters`, valid for a
+    /// year, as kubeadm's `admin.conf`. Over plain HTTP it carries no credential.
+    ///
+    /// # Errors
+    /// Signing failed.
+    pub fn client_certificate_kubeconfig(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<String, ServerError> {
+        let issued = self.issue_client_certificate(
+            ADMIN_CERTIFICATE_USER,
+            Some("system:masters"),
+            Duration::from_secs(365 * 24 * 60 * 60),
+        )?;
+        Ok(kubeconfig_yaml_for(
+            &endpoint.url,
+            Some(self.tls.ca_pem()),
+            Credential::ClientCertificate {
+                cert_pem: &issued.cert_pem,
+                key_pem: &issued.key_pem,
+            },
+        ))
+    }
+
     /// The administrator's bearer token.
     pub fn admin_token(&self) -> Option<&str> {
         self.app.admin_token.as_ref().map(AdminToken::as_str)
@@ -386,7 +468,12 @@ impl ApiServer {
             }
             .map_err(|e| ServerError::Credentials(e.to_string()))?;
             let server_config = material
-                .server_config()
+                .server_config_with(
+                    self.app
+                        .client_certificates
+                        .as_ref()
+                        .map(|c| c.handshake_verifier()),
+                )
                 .map_err(|e| ServerError::Credentials(e.to_string()))?;
             let url = format!("https://{host}:{}", local.port());
             let kc = kubeconfig_yaml(&url, Some(material.ca_pem()), self.admin_token());

@@ -10,7 +10,7 @@ pub mod serve;
 mod api;
 mod bootstrap;
 
-pub use api::{ApiServer, Config, Endpoint, RouterWithToken, ServerError};
+pub use api::{ADMIN_CERTIFICATE_USER, ApiServer, Config, Endpoint, RouterWithToken, ServerError};
 pub use bootstrap::{DEFAULT_STORAGE_CLASS, SIMULATED_PROVISIONER};
 
 #[cfg(test)]

@@ -182,7 +182,7 @@ struct Connection {
 impl Connection {
     async fn run(self, stream: TcpStream, acceptor: Option<TlsAcceptor>) {
         let Some(acceptor) = acceptor else {
-            self.serve_http(TokioIo::new(stream), false).await;
+            self.serve_http(TokioIo::new(stream), false, None).await;
             return;
         };
         let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
@@ -200,11 +200,21 @@ impl Connection {
                 }
             },
         };
-        self.serve_http(TokioIo::new(stream), true).await;
+        let peer_certificates = stream.get_ref().1.peer_certificates().map(|chain| {
+            crate::api::transport::PeerCertificates(
+                chain.iter().map(|c| c.clone().into_owned()).collect(),
+            )
+        });
+        self.serve_http(TokioIo::new(stream), true, peer_certificates)
+            .await;
     }
 
-    async fn serve_http<I>(self, io: I, tls: bool)
-    where
+    async fn serve_http<I>(
+        self,
+        io: I,
+        tls: bool,
+        peer_certificates: Option<crate::api::transport::PeerCertificates>,
+    ) where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let Connection {
@@ -216,6 +226,7 @@ impl Connection {
         } = self;
         let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let app = app.clone();
+            let peer_certificates = peer_certificates.clone();
             async move {
                 if head_bytes(&request) > MAX_HEADER_BYTES {
                     return Ok(head_too_large());
@@ -223,6 +234,9 @@ impl Connection {
                 let (mut parts, body) = request.into_parts();
                 parts.extensions.insert(ConnectInfo(peer));
                 parts.extensions.insert(Transport { tls });
+                if let Some(chain) = peer_certificates {
+                    parts.extensions.insert(chain);
+                }
                 let request = http::Request::from_parts(parts, DrainOnDrop::new(body));
                 app.oneshot(request).await
             }

@@ -30,7 +30,7 @@ pub(super) fn runtime_class() -> Typed<node::RuntimeClass> {
 }
 
 /// CertificateSigningRequests: `request` and `signerName` required; the spec is immutable;
-/// a new request has an empty status. Nothing signs them yet.
+/// a new request has an empty status. Approved ones are signed by `controllers/csr_signing.rs`.
 pub(super) fn certificate_signing_request() -> Typed<certificates::CertificateSigningRequest> {
     Typed::new()
         .initial_status(|| json!({}))

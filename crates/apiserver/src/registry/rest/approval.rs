@@ -8,8 +8,9 @@
 //! `Approved` or `Denied` condition can be added only through `approval` and removed by
 //! nobody.
 //!
-//! Not done here: signing. An approved request keeps `status.certificate` empty; no signer
-//! controller runs (Kubernetes' kube-controller-manager signs the `kubernetes.io/*` signers).
+//! Not done here: signing. The server's CSR signer (`controllers/csr_signing.rs`) writes
+//! `status.certificate` of approved requests for the `kubernetes.io/*` client and kubelet
+//! signers through `status`, as kube-controller-manager's `csrsigning` controllers do.
 
 use serde_json::{Value, json};
 
