@@ -193,7 +193,7 @@ async fn written_since(client: &kube::Client, since: u64) -> anyhow::Result<Stri
         }
     }
     let mut reasons: Vec<(String, usize)> = reasons.into_iter().collect();
-    reasons.sort_by(|a, b| b.1.cmp(&a.1));
+    reasons.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     for (what, n) in reasons.into_iter().take(3) {
         written.push(format!("event {what}: {n}"));
     }

@@ -1,6 +1,7 @@
-//! `kore controller-manager`: Kubernetes' built-in controllers (ReplicaSet, Deployment, Job)
-//! against any API server, leader-elected on the Lease `kube-system/kube-controller-manager`
-//! as kube-controller-manager is; and the same controllers inside `kore up`.
+//! `kore controller-manager`: Kubernetes' built-in controllers against any API server,
+//! leader-elected on the Lease `kube-system/kube-controller-manager` as
+//! kube-controller-manager is. `kore up` runs the same controllers in its process through
+//! `kore_controller_manager::spawn`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +10,6 @@ use anyhow::Context as _;
 use clap::Args;
 use kore_controller_manager::{ControllerManager, Options};
 use kore_runtime::Manager;
-use kore_runtime::manager::{OnLostLeadership, ShutdownHandle};
 use kore_runtime::metrics::Metrics;
 
 use crate::run::bind_address;
@@ -113,40 +113,6 @@ fn duration(value: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|e| format!("not a duration such as 15s or 500ms: {e}"))?;
     Duration::try_from(parsed).map_err(|_| format!("{value} is negative"))
-}
-
-/// The controllers of `kore up`, in its process: no leader election (the server lives here
-/// too), stopped by the handle.
-pub(crate) struct InProcess {
-    stop: ShutdownHandle,
-    task: tokio::task::JoinHandle<Result<(), kore_runtime::manager::Error>>,
-}
-
-impl InProcess {
-    /// Starts every controller against `client`.
-    pub(crate) fn start(client: kube::Client) -> anyhow::Result<InProcess> {
-        let cm = ControllerManager::new(Options::default().leader_elect(false))?;
-        let mut manager = Manager::builder(client)
-            .on_lost_leadership(OnLostLeadership::Recampaign)
-            .handle_signals(false)
-            .build();
-        let metrics = Metrics::new();
-        metrics.register(manager.registry_mut());
-        cm.register(&mut manager, &metrics);
-        let stop = manager.shutdown_handle();
-        let task = tokio::spawn(manager.run());
-        Ok(InProcess { stop, task })
-    }
-
-    /// Stops the controllers and waits until they have.
-    pub(crate) async fn stop(self) {
-        self.stop.shutdown();
-        match self.task.await {
-            Ok(Ok(())) => tracing::info!("controllers stopped"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "controllers stopped with an error"),
-            Err(e) => tracing::warn!(error = %e, "the controllers' task failed"),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -60,7 +60,8 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     let admin = kube::Client::new(server.router(), "default");
     let mut running = Running::start(&admin, server.router(), DEFAULT_NAMESPACE).await?;
     let simulation = crate::nodes::in_process(admin.clone(), args.nodes).await?;
-    let controllers = crate::controller_manager::InProcess::start(admin.clone())?;
+    let controllers =
+        kore_controller_manager::spawn(admin.clone(), kore_controller_manager::Options::default())?;
 
     ApiServer::write_kubeconfig(&endpoint, &args.serve.kubeconfig)
         .with_context(|| format!("writing {}", args.serve.kubeconfig.display()))?;
@@ -82,7 +83,14 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.nodes - 1
         );
     }
-    println!("controllers: ReplicaSet, Deployment and Job (as kube-controller-manager's)");
+    println!(
+        "controllers: {} (as kube-controller-manager's)",
+        kore_controller_manager::CONTROLLERS
+            .iter()
+            .map(|(_, alias)| *alias)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("kubeconfig: {}", kubeconfig.display());
     println!();
     println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -108,7 +116,9 @@ pub(crate) async fn up(args: UpArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: operators, then the server; a second signal aborts");
     tokio::select! {
         () = async {
-            controllers.stop().await;
+            if let Err(e) = controllers.stop().await {
+                tracing::warn!(error = %e, "the controllers stopped with an error");
+            }
             if let Some(sim) = simulation {
                 sim.stop().await;
             }

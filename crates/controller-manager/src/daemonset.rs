@@ -171,7 +171,8 @@ fn tolerations_of(template: &PodTemplateSpec) -> Vec<Toleration> {
     all
 }
 
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+/// Whether `toleration` tolerates `taint` (Kubernetes' `ToleratesTaint`).
+pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     if let Some(effect) = toleration.effect.as_deref()
         && !effect.is_empty()
         && effect != taint.effect

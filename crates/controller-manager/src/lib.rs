@@ -7,6 +7,13 @@
 //! - [`deployment`]: rolls ReplicaSets per pod template (RollingUpdate, Recreate).
 //! - [`daemonset`]: one pod per eligible node.
 //! - [`job`]: runs pods to completion.
+//! - [`statefulset`]: pods with stable names and claims, in order.
+//! - [`cronjob`]: creates Jobs on a cron schedule; [`ttl`] deletes finished Jobs after their TTL.
+//! - [`endpointslice`] and [`endpoints`]: a Service's endpoints from the pods it selects.
+//! - [`disruption`]: PodDisruptionBudget status.
+//! - [`nodelifecycle`]: nodes without heartbeats become Unknown and tainted; its
+//!   [`taint_eviction`](nodelifecycle::taint_eviction) evicts the pods that do not tolerate that.
+//! - [`volume`]: binds PersistentVolumeClaims to volumes, provisioning simulated ones.
 //!
 //! [`ControllerManager`] registers the controllers `--controllers` enables on one
 //! [`kore_runtime::Manager`]: one shared informer per kind (a single pod informer for all of
@@ -15,16 +22,25 @@
 //! lagging cache from creating or deleting twice. The design, and every deliberate
 //! difference from kube-controller-manager 1.33, is in `docs/design/controller-manager.md`.
 
+pub mod clock;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod error;
 pub mod expectations;
 pub mod job;
+pub mod nodelifecycle;
 pub mod ownership;
 pub mod pods;
 pub mod replicaset;
 pub mod replication;
 pub mod selector;
+pub mod statefulset;
+pub mod ttl;
+pub mod volume;
 
 use std::time::Duration;
 
@@ -32,7 +48,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, Repl
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
-use kore_runtime::manager::LeaseConfig;
+use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
 use kore_runtime::metrics::Metrics;
 use kore_runtime::{CachedClient, Controller, InformerConfig, Manager, SharedInformer};
 
@@ -49,12 +65,24 @@ pub(crate) const BY_NAMESPACE: &str = "namespace";
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
-pub const CONTROLLERS: [(&str, &str); 5] = [
+pub const CONTROLLERS: &[(&str, &str)] = &[
     (replicaset::NAME, "replicaset"),
     (replication::NAME, "replicationcontroller"),
     (deployment::NAME, "deployment"),
     (job::NAME, "job"),
     (daemonset::NAME, "daemonset"),
+    (statefulset::NAME, "statefulset"),
+    (cronjob::NAME, "cronjob"),
+    (ttl::NAME, "ttl-after-finished"),
+    (endpointslice::NAME, "endpointslice"),
+    (endpoints::NAME, "endpoint"),
+    (disruption::NAME, "disruption"),
+    (nodelifecycle::NAME, nodelifecycle::ALIAS),
+    (
+        nodelifecycle::taint_eviction::NAME,
+        nodelifecycle::taint_eviction::NAME,
+    ),
+    (volume::NAME, volume::ALIAS),
 ];
 
 /// Why the controller manager could not start or stopped.
@@ -97,6 +125,26 @@ pub struct Options {
     pub concurrent_job_syncs: usize,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
+    /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
+    pub concurrent_statefulset_syncs: usize,
+    /// Concurrent CronJob syncs (5, `--concurrent-cron-job-syncs`).
+    pub concurrent_cron_job_syncs: usize,
+    /// Concurrent TTL-after-finished syncs (5, `--concurrent-ttl-after-finished-syncs`).
+    pub concurrent_ttl_after_finished_syncs: usize,
+    /// The time the CronJob and TTL-after-finished controllers read (default the wall clock;
+    /// tests run a faster one, see [`clock::Clock`]).
+    pub clock: clock::Clock,
+    /// Concurrent Service syncs of the EndpointSlice controller (5,
+    /// `--concurrent-service-endpoint-syncs`).
+    pub concurrent_service_endpoint_syncs: usize,
+    /// The most endpoints an EndpointSlice gets (100, `--max-endpoints-per-slice`).
+    pub max_endpoints_per_slice: usize,
+    /// Concurrent Service syncs of the Endpoints controller (5, `--concurrent-endpoint-syncs`).
+    pub concurrent_endpoint_syncs: usize,
+    /// How long a node may go without a heartbeat before it is Unknown (50 s, `--node-monitor-grace-period`).
+    pub node_monitor_grace_period: Duration,
+    /// The same for a node that never posted a Ready condition (60 s, `--node-startup-grace-period`).
+    pub node_startup_grace_period: Duration,
 }
 
 impl Default for Options {
@@ -113,6 +161,15 @@ impl Default for Options {
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_statefulset_syncs: 5,
+            concurrent_cron_job_syncs: 5,
+            concurrent_ttl_after_finished_syncs: 5,
+            clock: clock::Clock::system(),
+            concurrent_service_endpoint_syncs: 5,
+            max_endpoints_per_slice: 100,
+            concurrent_endpoint_syncs: 5,
+            node_monitor_grace_period: nodelifecycle::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            node_startup_grace_period: nodelifecycle::DEFAULT_NODE_STARTUP_GRACE_PERIOD,
         }
     }
 }
@@ -145,6 +202,13 @@ impl Options {
         self.lease_duration = duration;
         self.renew_deadline = renew;
         self.retry_period = retry;
+        self
+    }
+
+    /// Sets the clock the CronJob and TTL-after-finished controllers read.
+    #[must_use]
+    pub fn clock(mut self, clock: clock::Clock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -359,9 +423,34 @@ impl ControllerManager {
             manager.add(Box::new(builder.build(reconciler)));
             started.push(daemonset::NAME);
         }
+        for (name, register) in REGISTERS {
+            if self.options.is_enabled(name) {
+                started.push(register(manager, &caches, &self.options, metrics));
+            }
+        }
         started
     }
 }
+
+/// How a controller module adds itself to a manager: its informers, indexes, mappers and
+/// controller; returns its name.
+type Register = fn(&mut Manager, &Caches, &Options, &Metrics) -> &'static str;
+
+/// The controllers that register themselves, in the order they start after the ones above.
+const REGISTERS: &[(&str, Register)] = &[
+    (statefulset::NAME, statefulset::register),
+    (cronjob::NAME, cronjob::register),
+    (ttl::NAME, ttl::register),
+    (nodelifecycle::NAME, nodelifecycle::register),
+    (
+        nodelifecycle::taint_eviction::NAME,
+        nodelifecycle::taint_eviction::register,
+    ),
+    (endpointslice::NAME, endpointslice::register),
+    (endpoints::NAME, endpoints::register),
+    (disruption::NAME, disruption::register),
+    (volume::NAME, volume::register),
+];
 
 fn recorder(client: &kube::Client, name: &str) -> Recorder {
     Recorder::new(client.clone(), Reporter::new(name))
@@ -383,6 +472,62 @@ pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
     tracing::info!(controllers = ?names, "starting controllers");
     manager.run().await?;
     Ok(())
+}
+
+/// Controllers running in the caller's process (see [`spawn`]); they stop when this is
+/// dropped, or, waiting for them, at [`Running::stop`].
+#[derive(Debug)]
+pub struct Running {
+    stop: ShutdownHandle,
+    task: Option<tokio::task::JoinHandle<Result<(), kore_runtime::manager::Error>>>,
+}
+
+/// Starts the controllers `options` enables on a task of the current runtime, without leader
+/// election and without signal handling: the embedded form `kore up` and kore-testenv use,
+/// where the server lives in the same process. [`run`] is the standalone process.
+///
+/// # Errors
+/// When `options` names an unknown controller.
+pub fn spawn(client: kube::Client, options: Options) -> Result<Running, Error> {
+    let cm = ControllerManager::new(options.leader_elect(false))?;
+    let mut manager = Manager::builder(client).handle_signals(false).build();
+    let metrics = Metrics::new();
+    metrics.register(manager.registry_mut());
+    let names = cm.register(&mut manager, &metrics);
+    tracing::debug!(controllers = ?names, "starting controllers in process");
+    let stop = manager.shutdown_handle();
+    let task = tokio::spawn(manager.run());
+    Ok(Running {
+        stop,
+        task: Some(task),
+    })
+}
+
+impl Running {
+    /// Stops the controllers and waits until they have.
+    ///
+    /// # Errors
+    /// When the manager stopped with an error before or while stopping.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        self.stop.shutdown();
+        match self.task.take() {
+            Some(task) => match task.await {
+                Ok(result) => Ok(result?),
+                // The task panicked or was cancelled: report it as a failed manager run.
+                Err(e) => {
+                    tracing::warn!(error = %e, "the controllers' task ended abnormally");
+                    Ok(())
+                }
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.shutdown();
+    }
 }
 
 /// Publishes an event in the background: events are best-effort, and a sync does not wait

@@ -331,3 +331,84 @@ async fn workload_templates_carry_a_null_creation_timestamp_as_kubernetes_writes
         "{meta}"
     );
 }
+
+#[tokio::test]
+async fn a_status_write_keeps_metadata_changes_where_the_kinds_status_strategy_does() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Patch, PatchParams};
+
+    let env = TestEnv::start().await.expect("start");
+    let client = env.client();
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"tier": "front"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create");
+    // A Deployment's status strategy resets its spec and labels, and keeps the rest.
+    let patched = deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"seen": "yes"}, "labels": {"tier": "back"}},
+                "spec": {"replicas": 7},
+                "status": {"observedGeneration": 1}
+            })),
+        )
+        .await
+        .expect("patch status");
+    let meta = &patched.metadata;
+    assert_eq!(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get("seen"))
+            .map(String::as_str),
+        Some("yes"),
+        "the annotation added by the status write is kept"
+    );
+    assert_eq!(
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get("tier"))
+            .map(String::as_str),
+        Some("front"),
+        "labels are reset"
+    );
+    assert_eq!(
+        patched.spec.and_then(|s| s.replicas),
+        Some(1),
+        "spec is reset"
+    );
+    assert_eq!(patched.status.and_then(|s| s.observed_generation), Some(1));
+
+    // A Namespace's status strategy keeps the new metadata (no labels reset).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces
+        .patch_status(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"seen": "yes"}}})),
+        )
+        .await
+        .expect("patch namespace status");
+    assert_eq!(
+        ns.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("seen"))
+            .map(String::as_str),
+        Some("yes")
+    );
+}

@@ -801,6 +801,14 @@ async fn printer_columns_fill_the_table() {
 async fn deleting_a_crd_deletes_its_objects_then_stops_serving_it() {
     let env = TestEnv::start().await.expect("start");
     establish(&env, widget_crd(widget_schema())).await;
+    let created = crds(&env)
+        .get("widgets.example.com")
+        .await
+        .expect("get the CRD");
+    assert_eq!(
+        created.metadata.finalizers, None,
+        "the cleanup finalizer is added by the delete, not at creation"
+    );
     let api = widgets(&env);
     api.create(&PostParams::default(), &widget("free", json!({})))
         .await

@@ -271,7 +271,7 @@ pub fn validate_object_meta(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
             }
             if !s.contains('/') && !STANDARD_FINALIZERS.contains(&s) {
                 warnings.push(format!(
-                    "metadata.finalizers: {s:?}: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers"
+                    "metadata.finalizers: {s:?}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers"
                 ));
             }
         }

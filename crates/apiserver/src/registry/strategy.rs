@@ -128,6 +128,24 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// What a `status` write keeps of the new object's metadata. `None` (the default) keeps the
+    /// stored metadata: custom resources, and the built-in kinds whose status strategy resets
+    /// the object meta (`ResetObjectMetaForStatus`). `Some(reset)` keeps the new metadata
+    /// except the keys in `reset`, which come from the stored object: the older built-in kinds,
+    /// whose status strategy resets only the spec (a Deployment's also its labels, a Pod's its
+    /// owner references and deletion timestamp), so a status write may change annotations.
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// Finalizers the first delete of an object adds before deciding whether it is held: a
+    /// CRD gets `customresourcecleanup.apiextensions.k8s.io`, so it stays until the CRD
+    /// controller has removed its objects (Kubernetes adds it in the CRD's delete, not at
+    /// creation).
+    fn finalizers_on_delete(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Prepares an object that a delete marks for deletion (something holds it) before it is
     /// written; `now` is the deletion timestamp. A namespace turns `Terminating`; a CRD gets
     /// its `Terminating` condition.

@@ -4,10 +4,17 @@
 
 mod common;
 
+mod cronjob;
 mod daemonset;
 mod deployment;
+mod disruption;
+mod endpoints;
 mod failover;
 mod job;
 mod kubectl;
+mod nodelifecycle;
 mod replicaset;
 mod replication;
+mod statefulset;
+mod ttl;
+mod volume;

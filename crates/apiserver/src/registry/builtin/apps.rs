@@ -118,6 +118,10 @@ fn default_deployment(obj: &mut Value) {
 }
 
 impl Strategy for DeploymentStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&["labels"])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<apps::Deployment>(obj)
     }
@@ -155,6 +159,10 @@ impl Strategy for DeploymentStrategy {
 pub(super) struct ReplicaSetStrategy;
 
 impl Strategy for ReplicaSetStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<apps::ReplicaSet>(obj)
     }
@@ -303,6 +311,10 @@ const STATEFULSET_MUTABLE: [&str; 6] = [
 ];
 
 impl Strategy for StatefulSetStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<apps::StatefulSet>(obj)
     }
@@ -388,6 +400,10 @@ fn validate_daemonset(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for DaemonSetStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<apps::DaemonSet>(obj)
     }

@@ -124,6 +124,10 @@ fn hpa_v2() -> Typed<v2::HorizontalPodAutoscaler> {
 struct HpaV1;
 
 impl Strategy for HpaV1 {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<v1::HorizontalPodAutoscaler>(obj)
     }

@@ -185,6 +185,10 @@ fn immutable(new: &Value, old: &Value, field: &str, errs: &mut Vec<FieldError>) 
 }
 
 impl Strategy for JobStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<batch::Job>(obj)
     }
@@ -331,6 +335,10 @@ fn validate_cronjob(obj: &Value) -> Vec<FieldError> {
 pub(super) struct CronJobStrategy;
 
 impl Strategy for CronJobStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<batch::CronJob>(obj)
     }

@@ -14,6 +14,10 @@ use crate::registry::validation::{FieldError, NameRule};
 pub(super) struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<core::Namespace>(obj)
     }
@@ -244,6 +248,10 @@ impl ServiceStrategy {
 }
 
 impl Strategy for ServiceStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<core::Service>(obj)
     }
@@ -417,6 +425,10 @@ pub(super) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
 pub(super) struct PodStrategy;
 
 impl Strategy for PodStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&["deletionTimestamp", "ownerReferences"])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<core::Pod>(obj)
     }

@@ -75,6 +75,7 @@ fn validate_rc(obj: &Value) -> Vec<FieldError> {
 /// ReplicationControllers.
 pub(super) fn replication_controller() -> Typed<core::ReplicationController> {
     Typed::new()
+        .status_keeps_metadata(&[])
         .generation()
         .defaults(default_rc)
         .initial_status(|| json!({"replicas": 0}))
@@ -166,5 +167,7 @@ pub(super) fn limit_range() -> Typed<core::LimitRange> {
 
 /// ResourceQuotas: a new quota has an empty status until something computes usage.
 pub(super) fn resource_quota() -> Typed<core::ResourceQuota> {
-    Typed::new().initial_status(|| json!({}))
+    Typed::new()
+        .status_keeps_metadata(&[])
+        .initial_status(|| json!({}))
 }

@@ -92,6 +92,7 @@ fn validate_pv_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// PersistentVolumes start `Pending`, as Kubernetes' `PrepareForCreate` leaves them.
 pub(super) fn persistent_volume() -> Typed<core::PersistentVolume> {
     Typed::new()
+        .status_keeps_metadata(&[])
         .returns_object_on_delete()
         .defaults(default_pv)
         .initial_status(|| json!({"phase": "Pending"}))
@@ -147,6 +148,7 @@ fn validate_pvc_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// PersistentVolumeClaims start `Pending`.
 pub(super) fn persistent_volume_claim() -> Typed<core::PersistentVolumeClaim> {
     Typed::new()
+        .status_keeps_metadata(&[])
         .returns_object_on_delete()
         .defaults(default_pvc)
         .initial_status(|| json!({"phase": "Pending"}))

@@ -193,6 +193,7 @@ fn validate_ingress(obj: &Value) -> Vec<FieldError> {
 /// Ingresses: a new Ingress's status is empty.
 pub(super) fn ingress() -> Typed<networking::Ingress> {
     Typed::new()
+        .status_keeps_metadata(&[])
         .generation()
         .initial_status(|| json!({"loadBalancer": {}}))
         .validate(validate_ingress)

@@ -54,6 +54,10 @@ fn validate_node(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for NodeStrategy {
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<core::Node>(obj)
     }

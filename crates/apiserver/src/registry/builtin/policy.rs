@@ -68,6 +68,7 @@ fn is_percent(s: &str) -> bool {
 /// PodDisruptionBudgets: a new budget's status counts nothing yet.
 pub(super) fn pod_disruption_budget() -> Typed<policy::PodDisruptionBudget> {
     Typed::new()
+        .status_keeps_metadata(&[])
         .generation()
         .initial_status(|| {
             json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,

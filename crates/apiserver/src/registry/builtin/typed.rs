@@ -28,6 +28,7 @@ pub(super) struct Typed<T> {
     field_labels: &'static [&'static str],
     refuse_delete: fn(&str) -> Option<String>,
     returns_object: bool,
+    status_metadata: Option<&'static [&'static str]>,
     kind: PhantomData<fn() -> T>,
 }
 
@@ -49,6 +50,7 @@ impl<T> Typed<T> {
             field_labels: &[],
             refuse_delete: |_| None,
             returns_object: false,
+            status_metadata: None,
             kind: PhantomData,
         }
     }
@@ -93,6 +95,13 @@ impl<T> Typed<T> {
     /// Field selector keys beyond the metadata ones.
     pub(super) fn field_labels(mut self, labels: &'static [&'static str]) -> Self {
         self.field_labels = labels;
+        self
+    }
+
+    /// A status write keeps the new metadata but for `reset` (a kind whose Kubernetes status
+    /// strategy resets only its spec); see [`Strategy::status_keeps_metadata`].
+    pub(super) fn status_keeps_metadata(mut self, reset: &'static [&'static str]) -> Self {
+        self.status_metadata = Some(reset);
         self
     }
 
@@ -146,6 +155,10 @@ impl<T: Serialize + DeserializeOwned + 'static> Strategy for Typed<T> {
 
     fn returns_object_on_delete(&self) -> bool {
         self.returns_object
+    }
+
+    fn status_keeps_metadata(&self) -> Option<&'static [&'static str]> {
+        self.status_metadata
     }
 }
 

@@ -6,9 +6,9 @@
 //! deletion of its objects) is the CRD controller's job: `controllers/crd.rs`.
 //!
 //! # Caveats
-//! - A CRD carries the finalizer `customresourcecleanup.apiextensions.k8s.io` from creation on
-//!   (Kubernetes adds it at deletion), so that the generic delete path keeps a deleted CRD
-//!   until the controller has removed its objects.
+//! - A CRD gets the finalizer `customresourcecleanup.apiextensions.k8s.io` when it is deleted
+//!   (as Kubernetes' CRD storage does), so that the generic delete path keeps it until the
+//!   controller has removed its objects.
 //! - Webhook conversion is rejected; every version is stored under the storage version and
 //!   served by rewriting `apiVersion`.
 
@@ -130,24 +130,6 @@ fn set_defaults(obj: &mut Value) {
     }
 }
 
-fn keep_finalizer(obj: &mut Value) {
-    if obj.pointer("/metadata/deletionTimestamp").is_some() {
-        return;
-    }
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
-    if !list.is_array() {
-        *list = json!([]);
-    }
-    if let Some(a) = list.as_array_mut()
-        && !a.iter().any(|f| f == CLEANUP_FINALIZER)
-    {
-        a.push(json!(CLEANUP_FINALIZER));
-    }
-}
-
 impl Strategy for CrdStrategy {
     fn decode(&self, obj: Value) -> Result<Decoded, String> {
         decode_typed::<CustomResourceDefinition>(obj)
@@ -159,7 +141,6 @@ impl Strategy for CrdStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         set_defaults(obj);
-        keep_finalizer(obj);
         let stored: Vec<Value> = storage_version(obj).map(|v| json!(v)).into_iter().collect();
         obj["status"] = json!({
             "conditions": [],
@@ -171,7 +152,6 @@ impl Strategy for CrdStrategy {
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         let _ = old;
         set_defaults(new);
-        keep_finalizer(new);
         // A new storage version joins the versions objects may be stored under.
         if let Some(v) = storage_version(new).map(str::to_string) {
             if !new["status"].is_object() {
@@ -187,6 +167,10 @@ impl Strategy for CrdStrategy {
                 a.push(json!(v));
             }
         }
+    }
+
+    fn finalizers_on_delete(&self) -> &'static [&'static str] {
+        &[CLEANUP_FINALIZER]
     }
 
     fn prepare_for_delete(&self, obj: &mut Value, now: &str) {
@@ -573,7 +557,10 @@ mod tests {
             c["status"]["acceptedNames"],
             json!({"plural": "", "kind": ""})
         );
-        assert_eq!(c["metadata"]["finalizers"], json!([CLEANUP_FINALIZER]));
+        assert!(
+            c["metadata"].get("finalizers").is_none(),
+            "the cleanup finalizer is added at deletion, not at creation"
+        );
     }
 
     #[test]

@@ -89,6 +89,7 @@ impl Registry {
             if let Some(finalizers) = gc_finalizers {
                 set_finalizers(&mut old, finalizers);
             }
+            add_finalizers(&mut old, res.strategy.finalizers_on_delete());
             let grace = res
                 .strategy
                 .graceful_delete_period(&old, requested)
@@ -186,6 +187,24 @@ impl Registry {
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok(Deleted::Gone(v))
     }
+}
+
+/// Appends the `names` that `obj` does not carry yet to its finalizers.
+fn add_finalizers(obj: &mut Value, names: &[&str]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut list: Vec<Value> = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for name in names {
+        if !list.iter().any(|f| f == name) {
+            list.push(Value::from(*name));
+        }
+    }
+    set_finalizers(obj, list);
 }
 
 fn has_finalizers(obj: &Value) -> bool {

@@ -22,8 +22,9 @@
 //! 5. The pod is deleted with the eviction's `deleteOptions` (the pod's own delete rules
 //!    apply); the answer is a `Status` of `Success` with code 201.
 //!
-//! No disruption controller runs here: `disruptionsAllowed`, `currentHealthy`,
-//! `desiredHealthy` and `observedGeneration` are whatever the status subresource last wrote.
+//! The server computes no budget itself: `disruptionsAllowed`, `currentHealthy`,
+//! `desiredHealthy` and `observedGeneration` are what the status subresource last wrote —
+//! by kore's disruption controller (kore-controller-manager) when it runs.
 
 use serde_json::{Value, json};
 

@@ -180,7 +180,14 @@ impl Registry {
         let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
         if part == Part::Status {
             let status = new.get("status").cloned();
+            let kept_meta = res
+                .strategy
+                .status_keeps_metadata()
+                .map(|reset| status_metadata(&new, &old_meta, reset));
             new = old.clone();
+            if let Some(meta) = kept_meta {
+                new["metadata"] = meta;
+            }
             match status {
                 Some(s) => new["status"] = s,
                 None => {
@@ -321,4 +328,24 @@ impl Registry {
         check_depth(res, name, &new)?;
         Ok(new)
     }
+}
+
+/// The metadata a status write keeps for a kind whose status strategy resets only `reset` of
+/// it: the new object's metadata, with the keys in `reset` as stored (absent if absent there).
+fn status_metadata(new: &Value, old_meta: &Value, reset: &[&str]) -> Value {
+    let mut meta = match new.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => return old_meta.clone(),
+    };
+    for key in reset {
+        match old_meta.get(*key) {
+            Some(v) => {
+                meta.insert((*key).to_string(), v.clone());
+            }
+            None => {
+                meta.remove(*key);
+            }
+        }
+    }
+    Value::Object(meta)
 }
