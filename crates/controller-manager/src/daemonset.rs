@@ -12,8 +12,10 @@
 //! default DaemonSet tolerations added, and a required node affinity of one term
 //! `matchFields metadata.name In [node]`, so the scheduler binds each to its node.
 //! RollingUpdate deletes pods of an old template hash: the unavailable ones at once, the
-//! available ones while fewer than `maxUnavailable` pods are unavailable; OnDelete leaves
-//! them until they are deleted by someone else.
+//! available ones while fewer than `maxUnavailable` pods are unavailable. With `maxSurge`,
+//! a node gets its new pod first (at once when its old pod is not available, else while
+//! fewer than `maxSurge` nodes are surging) and the old pod goes once the new one is
+//! available. OnDelete leaves them until they are deleted by someone else.
 //!
 //! Each template the DaemonSet has had is kept as a ControllerRevision `<ds>-<hash>`
 //! (Kubernetes' `constructHistory`): `data` is the template as a replacing patch
@@ -52,6 +54,112 @@ use crate::replicaset::{
     slow_start_batch,
 };
 use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
+
+/// A node's running pods under a surging rolling update: at most one of the current
+/// template (`new`) and one of an older one (`old`) are kept, the others deleted.
+#[derive(Debug)]
+struct SurgeNode {
+    name: String,
+    should_run: bool,
+    new: Option<Arc<Pod>>,
+    old: Option<Arc<Pod>>,
+    /// Pods deleted here: extras, and the old pod once the new one is available or the old
+    /// one is not ready.
+    delete: Vec<Arc<Pod>>,
+    /// Whether there were extras (the node then counts as surging until they are gone).
+    excess: bool,
+}
+
+/// Kubernetes' `podsShouldBeOnNode` with surge allowed: of `running` (oldest first) the
+/// oldest pod with the current hash and the oldest with another stay; both stay only while
+/// the old one is ready and the new one not yet available.
+fn surge_node(
+    name: String,
+    should_run: bool,
+    running: Vec<Arc<Pod>>,
+    hash: &str,
+    min_ready: i32,
+    now: Timestamp,
+) -> SurgeNode {
+    let mut node = SurgeNode {
+        name,
+        should_run,
+        new: None,
+        old: None,
+        delete: Vec::new(),
+        excess: false,
+    };
+    for p in running {
+        let slot = if hash_of(&p) == Some(hash) {
+            &mut node.new
+        } else {
+            &mut node.old
+        };
+        if slot.is_none() {
+            *slot = Some(p);
+        } else {
+            node.delete.push(p);
+            node.excess = true;
+        }
+    }
+    if let (Some(new), Some(old)) = (&node.new, &node.old)
+        && (!is_ready(old) || is_available(new, min_ready, now))
+    {
+        node.delete.push(old.clone());
+        node.old = None;
+    }
+    node
+}
+
+/// Kubernetes' `rollingUpdate` with maxSurge: a node whose old pod is not available gets
+/// its new pod at once; nodes with an available old pod get one while fewer than
+/// `max_surge` nodes are waiting for a new pod to become available; an old pod on a node
+/// it should no longer run on is deleted (not available: at once; available: only while
+/// more pods are available than `desired`). Returns the nodes to create a pod on and the
+/// pods to delete.
+fn surge_update(
+    nodes: &[SurgeNode],
+    max_surge: i32,
+    desired: i32,
+    min_ready: i32,
+    now: Timestamp,
+) -> (Vec<String>, Vec<Arc<Pod>>) {
+    let mut delete = Vec::new();
+    let mut should_not_run = Vec::new();
+    let mut allowed = Vec::new();
+    let mut candidates = Vec::new();
+    let mut surging = 0;
+    let mut available = 0;
+    for node in nodes {
+        if node.excess {
+            surging += 1;
+            continue;
+        }
+        if let Some(p) = node.old.as_ref().or(node.new.as_ref())
+            && is_available(p, min_ready, now)
+        {
+            available += 1;
+        }
+        match (&node.new, &node.old) {
+            (_, None) => {}
+            (None, Some(old)) => match (is_available(old, min_ready, now), node.should_run) {
+                (false, false) => delete.push(old.clone()),
+                (false, true) => allowed.push(node.name.clone()),
+                (true, false) => should_not_run.push(old.clone()),
+                (true, true) => candidates.push(node.name.clone()),
+            },
+            // The new pod is not available yet (else the old one was deleted already).
+            (Some(_), Some(_)) => surging += 1,
+        }
+    }
+    let deletable = usize::try_from(available - desired).unwrap_or(0);
+    delete.extend(should_not_run.into_iter().take(deletable));
+    let remaining = usize::try_from(max_surge - surging)
+        .unwrap_or(0)
+        .min(candidates.len());
+    allowed.extend(candidates.into_iter().take(remaining));
+    (allowed, delete)
+}
 
 /// The controller's name (`--controllers`), as kube-controller-manager 1.33 names it.
 pub const NAME: &str = "daemonset-controller";
@@ -406,8 +514,22 @@ impl DaemonSetReconciler {
             list.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
         }
 
+        let rolling = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.type_.as_deref())
+            .is_none_or(|t| t == "RollingUpdate");
+        let max_surge_value = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|r| r.max_surge.as_ref());
+        // Kubernetes' `AllowsSurge`: maxSurge of one node, rounded up, is not zero.
+        let surge = rolling && scaled_value(max_surge_value, 1, true, "0") > 0;
+
         let mut to_create = Vec::new();
         let mut to_delete: Vec<Arc<Pod>> = Vec::new();
+        let mut surge_nodes: Vec<SurgeNode> = Vec::new();
         let mut status = DaemonSetStatus::default();
         let mut unavailable = 0;
         let mut old_pods = Vec::new();
@@ -472,6 +594,12 @@ impl DaemonSetReconciler {
                         _ => running.push(p),
                     }
                 }
+                if surge {
+                    let node = surge_node(name, place.should_run, running, &hash, min_ready, now);
+                    to_delete.extend(node.delete.iter().cloned());
+                    surge_nodes.push(node);
+                    continue;
+                }
                 match running.split_first() {
                     Some((kept, extra)) => {
                         to_delete.extend(extra.iter().cloned());
@@ -502,12 +630,24 @@ impl DaemonSetReconciler {
                     .is_none_or(str::is_empty)
         }));
 
-        let rolling = spec
-            .update_strategy
-            .as_ref()
-            .and_then(|s| s.type_.as_deref())
-            .is_none_or(|t| t == "RollingUpdate");
-        if rolling {
+        if surge {
+            // As Kubernetes, the update waits for a sync in which `manage` had nothing to
+            // do: a node's old pod is deleted (once its new one is available) and observed
+            // before the next node surges, so at most maxSurge nodes ever run two pods.
+            if to_create.is_empty() && to_delete.is_empty() {
+                let max_surge =
+                    scaled_value(max_surge_value, status.desired_number_scheduled, true, "0");
+                let (create, delete) = surge_update(
+                    &surge_nodes,
+                    max_surge,
+                    status.desired_number_scheduled,
+                    min_ready,
+                    now,
+                );
+                to_create.extend(create);
+                to_delete.extend(delete);
+            }
+        } else if rolling {
             let max_unavailable = scaled_value(
                 spec.update_strategy
                     .as_ref()

@@ -45,7 +45,6 @@ pub mod volume;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, ReplicationController};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::manager::{LeaseConfig, ShutdownHandle};
@@ -123,6 +122,9 @@ pub struct Options {
     pub concurrent_deployment_syncs: usize,
     /// Concurrent Job syncs (5, `--concurrent-job-syncs`).
     pub concurrent_job_syncs: usize,
+    /// The Job controller's delay after a failed pod, doubling per further failure up to 36
+    /// times this (10 s; Kubernetes has no flag, tests shorten it).
+    pub job_pod_failure_backoff: Duration,
     /// Concurrent DaemonSet syncs (2, `--concurrent-daemonset-syncs`).
     pub concurrent_daemonset_syncs: usize,
     /// Concurrent StatefulSet syncs (5, `--concurrent-statefulset-syncs`).
@@ -160,6 +162,7 @@ impl Default for Options {
             concurrent_rc_syncs: 5,
             concurrent_deployment_syncs: 5,
             concurrent_job_syncs: 5,
+            job_pod_failure_backoff: job::DEFAULT_BACKOFF,
             concurrent_daemonset_syncs: 2,
             concurrent_statefulset_syncs: 5,
             concurrent_cron_job_syncs: 5,
@@ -378,23 +381,6 @@ impl ControllerManager {
             manager.add(Box::new(builder.build(reconciler)));
             started.push(deployment::NAME);
         }
-        if self.options.is_enabled(job::NAME) {
-            let jobs = manager.informers().get::<Job>(InformerConfig::default());
-            add_indexes(&jobs);
-            let builder = Controller::for_::<Job>(manager.informers())
-                .named(job::NAME)
-                .owns::<Pod>()
-                .max_concurrent_reconciles(self.options.concurrent_job_syncs)
-                .metrics(metrics.clone());
-            let reconciler = job::JobReconciler::new(
-                client.clone(),
-                CachedClient::new(client.clone(), jobs),
-                caches.pods.store(),
-                recorder(&client, job::NAME),
-            );
-            manager.add(Box::new(builder.build(reconciler)));
-            started.push(job::NAME);
-        }
         if self.options.is_enabled(daemonset::NAME) {
             let daemonsets = manager
                 .informers()
@@ -439,6 +425,7 @@ type Register = fn(&mut Manager, &Caches, &Options, &Metrics) -> &'static str;
 /// The controllers that register themselves, in the order they start after the ones above.
 const REGISTERS: &[(&str, Register)] = &[
     (statefulset::NAME, statefulset::register),
+    (job::NAME, job::register),
     (cronjob::NAME, cronjob::register),
     (ttl::NAME, ttl::register),
     (nodelifecycle::NAME, nodelifecycle::register),

@@ -225,50 +225,11 @@ impl Schedule {
     }
 }
 
-/// Parses a Go duration (`1h30m`, `90s`, `1.5h`, `300ms`); `None` if it is not one.
+/// Parses a Go duration (`1h30m`, `90s`, `1.5h`, `300ms`) as Go's `time.ParseDuration` does;
+/// `None` if it is not one. A negative period reads as zero (robfig then takes one second).
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let (negative, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(number_end);
-        if number.is_empty() || number == "." {
-            return None;
-        }
-        let value: f64 = number.parse().ok()?;
-        let unit_end = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_end);
-        let nanos = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        total += value * nanos;
-        rest = tail;
-    }
-    if negative {
-        // A negative period becomes robfig's minimum of one second.
-        return Some(Duration::ZERO);
-    }
-    (total.is_finite() && total < 9.2e18).then(|| Duration::from_nanos(total as u64))
+    let nanos = go_parse_duration::parse_duration(s).ok()?;
+    Some(Duration::from_nanos(u64::try_from(nanos).unwrap_or(0)))
 }
 
 /// The name of the Job for the start time `scheduled`: `<cronjob>-<minutes since the epoch>`,

@@ -2,7 +2,9 @@
 //!
 //! A sync (Kubernetes' `syncDeployment`) claims the ReplicaSets the selector matches, then:
 //! a paused Deployment, or one whose replicas changed (`is_scaling_event`), is only scaled
-//! (proportionally across its ReplicaSets during a rollout); otherwise it rolls out by its
+//! (proportionally across its ReplicaSets during a rollout); one with the
+//! `deprecated.deployment.rollback.to` annotation takes the template of that revision back
+//! (`rollback`) and rolls it out at the next sync; otherwise it rolls out by its
 //! strategy. RollingUpdate (`rolling.rs`) creates the new ReplicaSet (named
 //! `<deployment>-<pod-template-hash>`) and scales it up within maxSurge while scaling the old
 //! ones down within maxUnavailable; Recreate (`recreate.rs`) scales the old ones to zero, waits
@@ -26,8 +28,7 @@ use kore_runtime::controller::{Action, ReconcileError, Reconciler, Request};
 use kore_runtime::events::{EventType, Recorder};
 use kore_runtime::{CachedClient, ObjectKey, Store};
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, PostParams};
 
 use self::util::{
     POD_TEMPLATE_HASH, REVISION, by_creation, by_revision, condition, equal_ignore_hash, find_new,
@@ -73,6 +74,12 @@ pub const MIN_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
 
 /// Event reason: a ReplicaSet was scaled.
 pub const REASON_SCALING: &str = "ScalingReplicaSet";
+/// Event reason: a rollback asked for by `deprecated.deployment.rollback.to` was done.
+pub const REASON_ROLLBACK_DONE: &str = "DeploymentRollback";
+/// Event reason: the revision a rollback asks for does not exist.
+pub const REASON_ROLLBACK_NOT_FOUND: &str = "DeploymentRollbackRevisionNotFound";
+/// Event reason: the revision a rollback asks for has the current template.
+pub const REASON_ROLLBACK_TEMPLATE_UNCHANGED: &str = "DeploymentRollbackTemplateUnchanged";
 /// Event reason: the Deployment selects every pod, which is refused.
 pub const REASON_SELECTING_ALL: &str = "SelectingAll";
 
@@ -201,6 +208,13 @@ impl DeploymentReconciler {
             return Ok(Action::done());
         }
         self.check_paused_conditions(&mut d).await?;
+        if spec.paused != Some(true)
+            && let Some(to) = util::rollback_to(&d)
+        {
+            // Not re-entrant: nothing is rolled until the annotation is gone.
+            self.rollback(&mut d, rss, to).await?;
+            return Ok(Action::done());
+        }
         if spec.paused == Some(true) || is_scaling_event(&d, &rss) {
             self.sync_scale(&mut d, rss).await?;
             return Ok(Action::done());
@@ -271,7 +285,7 @@ impl DeploymentReconciler {
                 copy
             };
             let rev = util::revision(new.metadata.annotations.as_ref());
-            self.set_revision(d, rev).await?;
+            let revision_changed = set_revision(d, rev);
             let mut status = d.status.clone().unwrap_or_default();
             if progress_deadline(d).is_some() && condition(&status, PROGRESSING).is_none() {
                 let msg = format!("Found new replica set {:?}", name_of(&new.metadata));
@@ -279,8 +293,8 @@ impl DeploymentReconciler {
                     &mut status,
                     new_condition(PROGRESSING, "True", FOUND_NEW_RS, msg, now),
                 );
-                self.write_status(d, status).await?;
             }
+            self.write(d, status, revision_changed).await?;
             return Ok((Some(new), old));
         }
         if !create {
@@ -378,43 +392,101 @@ impl DeploymentReconciler {
                 format!("Scaled up replica set {rs_name} from 0 to {replicas}"),
             );
         }
-        self.set_revision(d, new_revision).await?;
+        let revision_changed = set_revision(d, new_revision);
+        let mut status = d.status.clone().unwrap_or_default();
         if !already_existed && progress_deadline(d).is_some() {
-            let mut status = d.status.clone().unwrap_or_default();
             let msg = format!("Created new replica set {rs_name:?}");
             set_condition(
                 &mut status,
                 new_condition(PROGRESSING, "True", NEW_RS_CREATED, msg, now),
             );
-            self.write_status(d, status).await?;
         }
+        self.write(d, status, revision_changed).await?;
         Ok((Some(created), old))
     }
 
-    /// Sets the Deployment's revision annotation (a metadata patch).
-    async fn set_revision(&self, d: &mut Deployment, revision: i64) -> Result<(), SyncError> {
-        let value = revision.to_string();
-        if d.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION))
-            == Some(&value)
-        {
-            return Ok(());
+    /// Kubernetes' `rollback`: the Deployment's template goes back to the ReplicaSet of
+    /// revision `to` (0: the revision before the current), with that ReplicaSet's annotations,
+    /// and the `deprecated.deployment.rollback.to` annotation is removed, in one update. The
+    /// next sync rolls out the template as usual (reusing the ReplicaSet, a new revision).
+    async fn rollback(
+        &self,
+        d: &mut Deployment,
+        rss: Vec<ReplicaSet>,
+        mut to: i64,
+    ) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(d, rss, true).await?;
+        let all: Vec<&ReplicaSet> = old.iter().chain(new.as_ref()).collect();
+        if to == 0 {
+            to = util::last_revision(&all);
+            if to == 0 {
+                self.event(
+                    d,
+                    EventType::Warning,
+                    REASON_ROLLBACK_NOT_FOUND,
+                    "Rollback",
+                    "Unable to find last revision.".into(),
+                );
+                return self.clear_rollback_to(d).await;
+            }
         }
-        let patch = json!({"metadata": {"annotations": {REVISION: value}}});
-        let updated = self
+        let target = all
+            .iter()
+            .find(|rs| util::revision(rs.metadata.annotations.as_ref()) == to);
+        let Some(rs) = target else {
+            self.event(
+                d,
+                EventType::Warning,
+                REASON_ROLLBACK_NOT_FOUND,
+                "Rollback",
+                "Unable to find the revision to rollback to.".into(),
+            );
+            return self.clear_rollback_to(d).await;
+        };
+        let current = d.spec.as_ref().map(|s| &s.template);
+        let same = equal_ignore_hash(current, rs.spec.as_ref().and_then(|s| s.template.as_ref()));
+        if same {
+            self.event(
+                d,
+                EventType::Warning,
+                REASON_ROLLBACK_TEMPLATE_UNCHANGED,
+                "Rollback",
+                format!(
+                    "The rollback revision contains the same template as current deployment {:?}",
+                    name_of(&d.metadata)
+                ),
+            );
+        } else {
+            util::set_from_replicaset(d, rs);
+        }
+        self.clear_rollback_to(d).await?;
+        if !same {
+            self.event(
+                d,
+                EventType::Normal,
+                REASON_ROLLBACK_DONE,
+                "Rollback",
+                format!(
+                    "Rolled back deployment {:?} to revision {to}",
+                    name_of(&d.metadata)
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Removes the rollback annotation with an update of the whole Deployment (its template
+    /// too, after a rollback).
+    async fn clear_rollback_to(&self, d: &mut Deployment) -> Result<(), SyncError> {
+        if let Some(a) = d.metadata.annotations.as_mut() {
+            a.remove(util::ROLLBACK_TO);
+        }
+        let written = self
             .deployments
-            .patch(
-                &ObjectKey::of(&*d),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+            .replace(d, &PostParams::default())
             .await
-            .map_err(|e| {
-                SyncError::cached(format!("revision of Deployment {}", ObjectKey::of(&*d)), e)
-            })?;
-        *d = Arc::unwrap_or_clone(updated);
+            .map_err(|e| SyncError::cached(format!("Deployment {}", ObjectKey::of(&*d)), e))?;
+        *d = Arc::unwrap_or_clone(written);
         Ok(())
     }
 
@@ -432,7 +504,21 @@ impl DeploymentReconciler {
         d: &mut Deployment,
         status: DeploymentStatus,
     ) -> Result<(), SyncError> {
-        if normalize(d.status.clone().unwrap_or_default()) == normalize(status.clone()) {
+        self.write(d, status, false).await
+    }
+
+    /// Writes `status`, and the metadata changed in `d` if `metadata_changed`, in one update
+    /// of the status subresource (the server keeps a Deployment's annotation changes there,
+    /// as Kubernetes' Deployment status strategy does); nothing when neither changed.
+    async fn write(
+        &self,
+        d: &mut Deployment,
+        status: DeploymentStatus,
+        metadata_changed: bool,
+    ) -> Result<(), SyncError> {
+        if !metadata_changed
+            && normalize(d.status.clone().unwrap_or_default()) == normalize(status.clone())
+        {
             return Ok(());
         }
         let mut updated = d.clone();
@@ -768,6 +854,18 @@ impl Reconciler<Deployment> for DeploymentReconciler {
         };
         Ok(self.sync(&d).await?)
     }
+}
+
+/// Sets the Deployment's revision annotation in `d` (written with its status); whether it
+/// changed (Kubernetes' `SetDeploymentRevision`).
+fn set_revision(d: &mut Deployment, revision: i64) -> bool {
+    let value = revision.to_string();
+    let annotations = d.metadata.annotations.get_or_insert_with(Default::default);
+    if annotations.get(REVISION) == Some(&value) {
+        return false;
+    }
+    annotations.insert(REVISION.into(), value);
+    true
 }
 
 fn name_of(meta: &ObjectMeta) -> String {

@@ -24,6 +24,10 @@ pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 /// The longest revision history kept, in characters.
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
 
+/// The annotation asking for a rollback (apps/v1's stand-in for extensions/v1beta1's
+/// `spec.rollbackTo`): the revision to go back to, 0 for the previous one.
+pub const ROLLBACK_TO: &str = "deprecated.deployment.rollback.to";
+
 /// Annotations a Deployment does not copy to its ReplicaSets.
 const NOT_COPIED: [&str; 6] = [
     "kubectl.kubernetes.io/last-applied-configuration",
@@ -31,7 +35,7 @@ const NOT_COPIED: [&str; 6] = [
     REVISION_HISTORY,
     DESIRED_REPLICAS,
     MAX_REPLICAS,
-    "deprecated.deployment.rollback.to",
+    ROLLBACK_TO,
 ];
 
 /// The characters a hash is rendered with: no vowels (no words), no look-alikes.
@@ -262,6 +266,66 @@ pub fn set_new_rs_annotations(
         changed |= set_replicas_annotations(rs, replicas, replicas + max_surge(d));
     }
     changed
+}
+
+/// The revision a rollback asks for (Kubernetes' `getRollbackTo`): the annotation's number;
+/// none when it is absent, empty or not a number.
+pub fn rollback_to(d: &Deployment) -> Option<i64> {
+    let value = d.metadata.annotations.as_ref()?.get(ROLLBACK_TO)?;
+    value.parse().ok()
+}
+
+/// The second highest revision among `rss` (Kubernetes' `LastRevision`): the one before the
+/// current; 0 when there is none.
+pub fn last_revision(rss: &[&ReplicaSet]) -> i64 {
+    let (mut max, mut second) = (0, 0);
+    for rs in rss {
+        let Some(v) = rs
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION))
+            .and_then(|r| r.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        if v >= max {
+            second = max;
+            max = v;
+        } else if v > second {
+            second = v;
+        }
+    }
+    second
+}
+
+/// Rolls the Deployment's template back to the ReplicaSet's (without the pod-template-hash
+/// label) and its annotations to the ReplicaSet's, keeping the Deployment's own
+/// (Kubernetes' `SetFromReplicaSetTemplate` and `SetDeploymentAnnotationsTo`).
+pub fn set_from_replicaset(d: &mut Deployment, rs: &ReplicaSet) {
+    let mut template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
+    if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.remove(POD_TEMPLATE_HASH);
+    }
+    d.spec.get_or_insert_with(Default::default).template = template;
+    let mut annotations: BTreeMap<String, String> = d
+        .metadata
+        .annotations
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| NOT_COPIED.contains(&k.as_str()))
+        .collect();
+    for (k, v) in rs.metadata.annotations.iter().flatten() {
+        if !NOT_COPIED.contains(&k.as_str()) {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    d.metadata.annotations = Some(annotations);
 }
 
 /// Orders by creation time, then name.
@@ -507,5 +571,49 @@ mod tests {
             !set_new_rs_annotations(&d, &mut rs, 3, true),
             "nothing more to change"
         );
+    }
+
+    #[test]
+    fn the_last_revision_is_the_second_highest_and_a_rollback_keeps_managed_annotations() {
+        let rs = |revision: Option<&str>, extra: &[(&str, &str)]| {
+            let mut rs = ReplicaSet::default();
+            let mut a: BTreeMap<String, String> = extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            if let Some(r) = revision {
+                a.insert(REVISION.to_owned(), r.to_owned());
+            }
+            rs.metadata.annotations = Some(a);
+            rs
+        };
+        let (a, b, c, none) = (
+            rs(Some("4"), &[]),
+            rs(Some("7"), &[]),
+            rs(Some("2"), &[]),
+            rs(None, &[]),
+        );
+        assert_eq!(last_revision(&[&a, &b, &c, &none]), 4);
+        assert_eq!(last_revision(&[&b]), 0, "no revision before the only one");
+
+        let mut d = deployment(3, IntOrString::Int(1), IntOrString::Int(0));
+        d.metadata.annotations = Some(BTreeMap::from([
+            (REVISION.to_owned(), "7".to_owned()),
+            (ROLLBACK_TO.to_owned(), "4".to_owned()),
+            ("team".to_owned(), "new".to_owned()),
+        ]));
+        assert_eq!(rollback_to(&d), Some(4));
+        let old = rs(Some("4"), &[("team", "old"), (MAX_REPLICAS, "4")]);
+        set_from_replicaset(&mut d, &old);
+        let got = d.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(got.get("team").map(String::as_str), Some("old"));
+        assert_eq!(got.get(REVISION).map(String::as_str), Some("7"), "kept");
+        assert_eq!(
+            got.get(MAX_REPLICAS),
+            None,
+            "not copied from the ReplicaSet"
+        );
+        d.metadata.annotations = Some(BTreeMap::from([(ROLLBACK_TO.to_owned(), "x".to_owned())]));
+        assert_eq!(rollback_to(&d), None, "not a number: ignored");
     }
 }

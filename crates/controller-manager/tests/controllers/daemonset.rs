@@ -183,6 +183,17 @@ fn watch_min_ready(
     armed_at: usize,
     stop: &CancellationToken,
 ) -> Arc<Mutex<usize>> {
+    watch_counts(c, app, armed_at, stop).0
+}
+
+/// Records the fewest ready pods of `app` (not being deleted) and the most pods not being
+/// deleted, after any change from the moment the watch has seen `armed_at` of them ready.
+fn watch_counts(
+    c: &Cluster,
+    app: &str,
+    armed_at: usize,
+    stop: &CancellationToken,
+) -> (Arc<Mutex<usize>>, Arc<Mutex<usize>>) {
     let informer: SharedInformer<Pod> = SharedInformer::new(
         c.client.clone(),
         InformerConfig::default()
@@ -193,7 +204,9 @@ fn watch_min_ready(
     let mut changes = informer.subscribe();
     let store = informer.store();
     let min = Arc::new(Mutex::new(usize::MAX));
+    let max = Arc::new(Mutex::new(0));
     let recorded = min.clone();
+    let recorded_max = max.clone();
     tokio::spawn(async move {
         let mut state: HashMap<String, Arc<Pod>> = HashMap::new();
         let mut synced = false;
@@ -226,10 +239,62 @@ fn watch_min_ready(
                 }
                 let mut m = recorded.lock().expect("not poisoned");
                 *m = (*m).min(ready);
+                let active = state
+                    .values()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .count();
+                let mut x = recorded_max.lock().expect("not poisoned");
+                *x = (*x).max(active);
             }
         }
     });
-    min
+    (min, max)
+}
+
+#[tokio::test]
+async fn a_surging_rolling_update_starts_the_new_pod_before_deleting_the_old() -> anyhow::Result<()>
+{
+    let c = Cluster::start().await?.without_kubelet();
+    let sim = c.env.start_simulation(2).await?;
+    let dss: Api<DaemonSet> = Api::namespaced(c.client.clone(), NS);
+    let mut ds = daemonset("surge")?;
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.update_strategy = Some(serde_json::from_value(json!({
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+        }))?);
+    }
+    dss.create(&PostParams::default(), &ds).await?;
+    wait_settled(&c, "surge", 2).await?;
+    let first = hashes(&c, "surge").await?;
+    let stop = CancellationToken::new();
+    let (min_ready, max_active) = watch_counts(&c, "surge", 2, &stop);
+    crate::common::wait_until(|| *min_ready.lock().expect("not poisoned") == 2).await?;
+
+    set_image(&dss, "surge", "agent:2").await?;
+    wait_for(crate::common::WAIT, || async {
+        hashes(&c, "surge")
+            .await
+            .ok()
+            .filter(|h| h.len() == 2 && h.iter().all(|x| !first.contains(x)))
+    })
+    .await?;
+    wait_settled(&c, "surge", 2).await?;
+    stop.cancel();
+    // maxUnavailable 0: both nodes always have a ready pod; maxSurge 1: one node at a time
+    // runs an old and a new pod.
+    assert_eq!(
+        *min_ready.lock().expect("not poisoned"),
+        2,
+        "fewest ready pods during the surging update"
+    );
+    assert_eq!(
+        *max_active.lock().expect("not poisoned"),
+        3,
+        "most pods at once during the surging update"
+    );
+    drop(sim);
+    c.stop().await
 }
 
 #[tokio::test]

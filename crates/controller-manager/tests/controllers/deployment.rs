@@ -539,3 +539,127 @@ async fn a_rolled_out_deployment_writes_nothing_more() -> anyhow::Result<()> {
     assert_eq!(versions().await, Some(before), "no writes at steady state");
     c.stop().await
 }
+
+/// Watches the Deployment `name` and records every write that changed its revision
+/// annotation without changing its status: Kubernetes writes both in one status update.
+fn watch_revision_only_writes(c: &Cluster, name: &str) -> (CancellationToken, Arc<Mutex<usize>>) {
+    let stop = CancellationToken::new();
+    let informer: SharedInformer<Deployment> = SharedInformer::new(
+        c.client.clone(),
+        InformerConfig::default()
+            .namespace(NS)
+            .field_selector(format!("metadata.name={name}")),
+    );
+    informer.start(stop.clone());
+    let mut changes = informer.subscribe();
+    let count = Arc::new(Mutex::new(0));
+    let recorded = count.clone();
+    tokio::spawn(async move {
+        let mut last: Option<Arc<Deployment>> = None;
+        while let Some(change) = changes.next().await {
+            let Change::Applied { new, .. } = change else {
+                continue;
+            };
+            if let Some(prev) = &last
+                && annotation(&prev.metadata, REVISION) != annotation(&new.metadata, REVISION)
+                && prev.status == new.status
+            {
+                *recorded.lock().expect("not poisoned") += 1;
+            }
+            last = Some(new);
+        }
+    });
+    (stop, count)
+}
+
+/// A new ReplicaSet's revision reaches the Deployment in the same write as the Progressing
+/// condition `NewReplicaSetCreated`, never in a write of its own.
+#[tokio::test]
+async fn the_revision_annotation_is_written_with_the_status() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    let (stop, revision_only) = watch_revision_only_writes(&c, "onewrite");
+    api.create(
+        &PostParams::default(),
+        &deployment("onewrite", "app:1", 2, json!({"type": "RollingUpdate"}))?,
+    )
+    .await?;
+    let d = wait_rolled_out(&c, "onewrite", "app:1").await?;
+    assert_eq!(annotation(&d.metadata, REVISION).as_deref(), Some("1"));
+    set_image(&c, "onewrite", "app:2").await?;
+    let d = wait_rolled_out(&c, "onewrite", "app:2").await?;
+    assert_eq!(annotation(&d.metadata, REVISION).as_deref(), Some("2"));
+    stop.cancel();
+    assert_eq!(
+        *revision_only.lock().expect("not poisoned"),
+        0,
+        "writes of the revision annotation alone"
+    );
+    c.stop().await
+}
+
+#[tokio::test]
+async fn the_deprecated_rollback_annotation_rolls_back_and_is_removed() -> anyhow::Result<()> {
+    let c = Cluster::start().await?;
+    let api: Api<Deployment> = Api::namespaced(c.client.clone(), NS);
+    let mut d = deployment("back", "app:1", 2, json!({"type": "RollingUpdate"}))?;
+    d.metadata.annotations = Some([("team".to_owned(), "one".to_owned())].into());
+    api.create(&PostParams::default(), &d).await?;
+    wait_rolled_out(&c, "back", "app:1").await?;
+    api.patch(
+        "back",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({
+            "metadata": {"annotations": {"team": "two"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}},
+        })),
+    )
+    .await?;
+    wait_rolled_out(&c, "back", "app:2").await?;
+
+    // 0: the revision before the current one.
+    let ask = |revision: &str| json!({"metadata": {"annotations": {"deprecated.deployment.rollback.to": revision}}});
+    api.patch("back", &PatchParams::default(), &Patch::Merge(ask("0")))
+        .await?;
+    let d = wait_rolled_out(&c, "back", "app:1").await?;
+    assert_eq!(annotation(&d.metadata, REVISION).as_deref(), Some("3"));
+    assert_eq!(
+        annotation(&d.metadata, "deprecated.deployment.rollback.to"),
+        None
+    );
+    assert_eq!(
+        annotation(&d.metadata, "team").as_deref(),
+        Some("one"),
+        "the annotations of revision 1 came back with its template"
+    );
+    assert_eq!(
+        replicasets(&c, "back").await?.len(),
+        2,
+        "no third ReplicaSet"
+    );
+
+    // A revision that does not exist: the request is dropped, nothing changes.
+    api.patch("back", &PatchParams::default(), &Patch::Merge(ask("9")))
+        .await?;
+    let d = c
+        .wait_object::<Deployment, _>("back", |d| {
+            annotation(&d.metadata, "deprecated.deployment.rollback.to")
+                .is_none()
+                .then(|| d.clone())
+        })
+        .await?;
+    assert_eq!(annotation(&d.metadata, REVISION).as_deref(), Some("3"));
+
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), NS);
+    crate::common::wait_for_value(|| async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let reasons: Vec<String> = list.items.into_iter().filter_map(|e| e.reason).collect();
+        (reasons.iter().any(|r| r == "DeploymentRollback")
+            && reasons
+                .iter()
+                .any(|r| r == "DeploymentRollbackRevisionNotFound"))
+        .then_some(())
+    })
+    .await?;
+    c.stop().await
+}

