@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kore benchmarks, in one command:  bash bench/run.sh [kore-bench options]
-# (the API server suite by default; `--suite runtime`, `--suite crd` or `--suite operators`
-# for the others, `--quick` for a reduced smoke run of one of them)
+# (the API server suite by default; `--suite runtime`, `--suite crd`, `--suite operators` or
+# `--suite workloads` for the others, `--quick` for a reduced smoke run of one of them)
 #
 # Builds the release binaries, installs etcd (Debian's etcd-server) when it is missing, runs
 # target/release/kore-bench and leaves the results in bench/results/ (apiserver.md, .json,
@@ -14,7 +14,8 @@ started=$(date +%s)
 # Where cargo puts the binaries (a shared CARGO_TARGET_DIR is honoured).
 target="${CARGO_TARGET_DIR:-target}"
 
-# `--suite NAME` runs another suite (runtime, crd, operators): no kore process, no etcd.
+# `--suite NAME` runs another suite (runtime, crd, operators, workloads): no etcd; only the
+# workloads suite starts a kore process (its controller manager).
 suite=""
 prev=""
 for arg in "$@"; do
@@ -25,10 +26,19 @@ for arg in "$@"; do
     prev="$arg"
 done
 if [ -n "$suite" ]; then
-    echo "==> building kore-bench (release)" >&2
-    cargo build --release -p kore-bench >&2
+    kore_args=()
+    if [ "$suite" = "workloads" ]; then
+        # The workloads suite runs `kore controller-manager` as its own process, to measure it.
+        echo "==> building kore and kore-bench (release)" >&2
+        cargo build --release -p kore-cli -p kore-bench >&2
+        kore_args=(--kore "$target/release/kore")
+    else
+        echo "==> building kore-bench (release)" >&2
+        cargo build --release -p kore-bench >&2
+    fi
     echo "==> running the $suite suite" >&2
-    "$target/release/kore-bench" --out bench/results --scratch "$target/kore-bench" "$@"
+    "$target/release/kore-bench" --out bench/results --scratch "$target/kore-bench" \
+        "${kore_args[@]}" "$@"
     if command -v rsvg-convert >/dev/null 2>&1; then
         rsvg-convert -f png -o "bench/results/$suite.png" "bench/results/$suite.svg"
     fi

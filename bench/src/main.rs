@@ -29,6 +29,7 @@ mod schema;
 mod suite;
 mod svg;
 mod watch;
+mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -102,6 +103,9 @@ enum Suite {
     Crd,
     /// The operators against kube-runtime and naive peers (issue 5).
     Operators,
+    /// Pods, Deployments, rolling updates and Jobs on simulated nodes with the controller
+    /// manager (issues 13 and 14); `--kore` runs the controller manager as its own process.
+    Workloads,
 }
 
 impl Suite {
@@ -110,12 +114,17 @@ impl Suite {
             Suite::Runtime => "runtime",
             Suite::Crd => "crd",
             Suite::Operators => "operators",
+            Suite::Workloads => "workloads",
         }
     }
 }
 
 /// Runs one suite's measurements, in order.
-async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>> {
+async fn run_suite(
+    suite: Suite,
+    quick: bool,
+    kore: Option<&Path>,
+) -> anyhow::Result<Vec<suite::Row>> {
     let mut rows = Vec::new();
     match suite {
         Suite::Runtime => {
@@ -131,6 +140,7 @@ async fn run_suite(suite: Suite, quick: bool) -> anyhow::Result<Vec<suite::Row>>
             rows.extend(rbac::run(quick).await?);
         }
         Suite::Operators => rows.extend(operators::run(quick).await?),
+        Suite::Workloads => rows.extend(workloads::run(quick, kore).await?),
     }
     Ok(rows)
 }
@@ -177,7 +187,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let machine = machine(&scratch);
     if let Some(which) = args.suite {
         eprintln!("kore-bench: suite {}", which.name());
-        let rows = run_suite(which, args.quick).await?;
+        let kore = args
+            .kore
+            .as_deref()
+            .map(std::fs::canonicalize)
+            .transpose()?;
+        let rows = run_suite(which, args.quick, kore.as_deref()).await?;
         let results = suite::SuiteResults {
             suite: which.name(),
             machine: &machine,

@@ -4,6 +4,7 @@
 //! `kore_controller_manager::spawn`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -34,6 +35,16 @@ pub(crate) struct ControllerManagerArgs {
     /// Act at once, without leader election (only one instance may run then).
     #[arg(long, overrides_with = "leader_elect")]
     no_leader_elect: bool,
+    /// How long a follower waits after the leader's last renewal before taking the Lease
+    /// (a duration such as `15s` or `500ms`, as kube-controller-manager's flag).
+    #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leading.
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    leader_elect_renew_deadline: Duration,
+    /// How long candidates wait between tries to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION")]
+    leader_elect_retry_period: Duration,
     /// Where to serve /metrics (`0` turns it off).
     #[arg(long, default_value = ":10257")]
     metrics_bind_address: String,
@@ -67,7 +78,12 @@ pub(crate) async fn controller_manager(args: ControllerManagerArgs) -> anyhow::R
     let cm = ControllerManager::new(
         Options::default()
             .controllers(args.controllers.clone())
-            .leader_elect(leader_elect),
+            .leader_elect(leader_elect)
+            .lease_timing(
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+                args.leader_elect_retry_period,
+            ),
     )?;
     let mut builder = Manager::builder(client);
     if leader_elect {
@@ -88,4 +104,28 @@ pub(crate) async fn controller_manager(args: ControllerManagerArgs) -> anyhow::R
         .run()
         .await
         .context("the controller manager stopped")
+}
+
+/// Parses a duration flag: `15s`, `500ms`, `1m30s` (jiff's friendly format, which covers
+/// the Go durations kube-controller-manager's flags take).
+fn duration(value: &str) -> Result<Duration, String> {
+    let parsed: jiff::SignedDuration = value
+        .parse()
+        .map_err(|e| format!("not a duration such as 15s or 500ms: {e}"))?;
+    Duration::try_from(parsed).map_err(|_| format!("{value} is negative"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn lease_timing_flags_take_go_style_durations() {
+        assert_eq!(duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(duration("-2s").is_err());
+        assert!(duration("soon").is_err());
+    }
 }
