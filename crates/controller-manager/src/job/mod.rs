@@ -5,20 +5,20 @@
 //! finished pods holding that finalizer, in three steps that survive a crash between any
 //! two: their UIDs go to `status.uncountedTerminatedPods`, their finalizers are removed,
 //! then they move to `succeeded` / `failed` (and `completedIndexes` / `failedIndexes`). A
-//! failed pod a [`podFailurePolicy`](policy) rule ignores is released without being counted.
+//! failed pod a `podFailurePolicy` (`policy.rs`) rule ignores is released without being counted.
 //! Then it decides:
 //! - a failed pod matching a `FailJob` rule, failed pods beyond `backoffLimit`, failed
 //!   indexes beyond `maxFailedIndexes` or every index finished with some failed, or a run
 //!   longer than `activeDeadlineSeconds`: the `FailureTarget` condition, the active pods
 //!   deleted, and `Failed` once none is left;
-//! - a [`successPolicy`](policy) rule holding, or enough successes (`completions`, or for a
+//! - a `successPolicy` (`policy.rs`) rule holding, or enough successes (`completions`, or for a
 //!   work queue one success and nothing active): `SuccessCriteriaMet`, then `Complete` and
 //!   `completionTime` once no pod runs;
 //! - `suspend`: active pods deleted, `Suspended` True (False again on resume);
 //! - otherwise as many pods as `parallelism` allows, NonIndexed or Indexed (one pod per
 //!   missing index that has not failed, named `<job>-<index>-…`, its index in an annotation,
 //!   a label and the `JOB_COMPLETION_INDEX` variable), created in slow-start batches after
-//!   the [backoff](backoff) that follows failed pods. With `podReplacementPolicy: Failed` a
+//!   the backoff (`backoff.rs`) that follows failed pods. With `podReplacementPolicy: Failed` a
 //!   terminating pod is replaced only once it has failed.
 
 mod backoff;
