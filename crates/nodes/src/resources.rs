@@ -88,31 +88,7 @@ pub fn pod_requests(pod: &Pod) -> Resources {
 /// Parses a Kubernetes quantity (`"2"`, `"250m"`, `"1.5Gi"`, `"1e3"`) into thousandths,
 /// rounded up as Kubernetes rounds requests.
 pub fn parse_milli(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    let milli = (value * factor * 1000.0).ceil();
+    let milli = (kore_runtime::quantity::parse(s)? * 1000.0).ceil();
     milli.is_finite().then_some(milli as i128)
 }
 

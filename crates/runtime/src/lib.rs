@@ -16,6 +16,7 @@ pub mod finalizer;
 pub mod informer;
 pub mod manager;
 pub mod metrics;
+pub mod quantity;
 pub mod queue;
 pub mod status;
 
