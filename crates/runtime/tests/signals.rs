@@ -11,6 +11,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 /// The example binary, built on demand (cargo builds examples only for a full `cargo test`).
+/// `--workspace` keeps the workspace's unified features: built with `-p kore-runtime` alone,
+/// its dependencies resolve to other feature sets and cargo rebuilds them (45 s in CI, for a
+/// binary `cargo test --workspace` has already built).
 fn example() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let profile_dir = exe
@@ -24,8 +27,7 @@ fn example() -> anyhow::Result<PathBuf> {
             .args([
                 "build",
                 "-q",
-                "-p",
-                "kore-runtime",
+                "--workspace",
                 "--example",
                 "graceful_worker",
             ])
