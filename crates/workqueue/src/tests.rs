@@ -90,7 +90,7 @@ async fn done_and_next_settles_and_hands_out_in_order() {
     q.shutdown();
     assert!(a_again.done_and_next().await.is_none());
     assert_eq!(q.processing(), 0);
-    assert_eq!(q.inner.lock().entries.len(), 0);
+    assert_eq!(q.inner.lock().index.len(), 0);
 }
 
 #[tokio::test]
@@ -118,7 +118,7 @@ async fn a_key_added_while_processing_runs_exactly_once_more() {
     assert_eq!(drain_now(&q), vec!["a"]);
     assert!(q.is_empty());
     assert_eq!(
-        q.inner.lock().entries.len(),
+        q.inner.lock().index.len(),
         0,
         "settled keys leave no entry behind"
     );
@@ -203,7 +203,7 @@ async fn a_producer_thread_and_two_workers_settle_every_key() {
         "settled {} of {n}; {:?}; parked {}",
         settled.load(Ordering::SeqCst),
         q,
-        q.inner.parked.load(Ordering::SeqCst)
+        q.inner.lock().waiters.len()
     );
     q.shutdown();
     for w in workers {
@@ -380,7 +380,109 @@ async fn a_cancelled_next_takes_no_key() {
     let q = queue();
     let waited = tokio::time::timeout(Duration::from_millis(10), q.next()).await;
     assert!(waited.is_err());
-    assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
+    assert_eq!(q.inner.lock().waiters.len(), 0);
     q.add("a");
     assert_eq!(drain_now(&q), vec!["a"]);
+}
+
+/// A stress test of the slab, the index and the parked-worker list together: a producer
+/// thread adds 64 keys at random, 16 workers take them, some cancel their waits, some fail
+/// and retry after a tiny backoff. No key is ever held twice at once, and no add is lost:
+/// every key's last hand-out started after its last add. At the end every slot is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
+    use rand::{Rng, SeedableRng};
+    const KEYS: usize = 64;
+    const ADDS: usize = 40_000;
+    let q: Queue<String> = Queue::new(
+        QueueConfig::default()
+            .backoff(ExponentialBackoff::new(
+                Duration::from_micros(100),
+                Duration::from_millis(1),
+            ))
+            .token_bucket(TokenBucket::unlimited()),
+    );
+    let names: Arc<Vec<String>> = Arc::new((0..KEYS).map(|i| format!("ns/obj-{i}")).collect());
+    // How many adds each key has had (bumped before the add), and what its latest hand-out
+    // saw when it started.
+    let added: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+    let seen: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+    let held = Arc::new(Mutex::new(HashSet::new()));
+    let mut workers = Vec::new();
+    for worker in 0..16u64 {
+        let (q, names, added, seen, held) = (
+            q.clone(),
+            names.clone(),
+            added.clone(),
+            seen.clone(),
+            held.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(worker);
+            let index = |key: &str| names.iter().position(|n| n == key).expect("a known key");
+            loop {
+                // A quarter of the workers give up waiting now and then (a cancelled next).
+                let guard = if worker % 4 == 0 {
+                    tokio::select! {
+                        guard = q.next() => guard,
+                        () = tokio::task::yield_now() => continue,
+                    }
+                } else {
+                    q.next().await
+                };
+                let Some(guard) = guard else { break };
+                let i = index(guard.key());
+                assert!(held.lock().expect("lock").insert(i), "key {i} held twice");
+                seen[i].store(added[i].load(Ordering::SeqCst), Ordering::SeqCst);
+                if rng.random_bool(0.3) {
+                    tokio::task::yield_now().await;
+                }
+                assert!(held.lock().expect("lock").remove(&i));
+                if rng.random_bool(0.05) {
+                    let _ = guard.retry();
+                } else {
+                    drop(guard);
+                }
+            }
+        }));
+    }
+    let producer = {
+        let (q, names, added) = (q.clone(), names.clone(), added.clone());
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6f7265);
+            for _ in 0..ADDS {
+                let i = rng.random_range(0..KEYS);
+                added[i].fetch_add(1, Ordering::SeqCst);
+                q.add(names[i].clone());
+            }
+        })
+    };
+    producer.join().expect("the producer did not panic");
+    let quiet = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let caught_up = (0..KEYS)
+                .all(|i| seen[i].load(Ordering::SeqCst) == added[i].load(Ordering::SeqCst));
+            if caught_up && q.is_empty() && q.processing() == 0 && q.inner.lock().index.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let lagging: Vec<_> = (0..KEYS)
+        .filter(|&i| seen[i].load(Ordering::SeqCst) != added[i].load(Ordering::SeqCst))
+        .collect();
+    assert!(
+        quiet.is_ok(),
+        "keys whose last add never ran: {lagging:?}; {q:?}"
+    );
+    {
+        let state = q.inner.lock();
+        assert_eq!(state.free.len(), state.slots.len(), "every slot is free");
+        assert!(state.slots.iter().all(|s| s.key.is_none()));
+    }
+    q.shutdown();
+    for w in workers {
+        w.await.expect("worker did not panic");
+    }
 }
