@@ -34,7 +34,7 @@ impl<K> fmt::Debug for Queue<K> {
         let state = self.inner.lock();
         f.debug_struct("Queue")
             .field("queued", &state.ready.len())
-            .field("keys", &state.index.len())
+            .field("keys", &state.live_keys())
             .field("processing", &state.processing)
             .field("delayed", &state.delayed.len())
             .field("shut_down", &state.shut_down)

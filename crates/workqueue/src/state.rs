@@ -13,6 +13,12 @@
 //! Handing out and settling go straight to the slot, and the FIFO holds 4-byte numbers, not
 //! keys, so the queue moves the caller's key into its slot instead of cloning it into the
 //! FIFO; the one clone left is the guard's copy.
+//!
+//! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
+//! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
+//! from the slots' stored hashes. Settling a key thus writes only its slot: removing it from
+//! the index at once cost a cache miss per key on a deep queue (the index position is
+//! random), the largest single cost of a worker.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -32,6 +38,10 @@ use crate::{ExponentialBackoff, Hook, MAX_DELAY, Metrics, Retry, TokenBucket};
 
 /// A slot number: where a key's state lives in [`State::slots`].
 pub(super) type SlotId = u32;
+
+/// Stale index entries tolerated regardless of the live keys, so a small queue does not
+/// rebuild its index every few settles.
+pub(super) const STALE_MIN: usize = 1024;
 
 pub(super) struct Inner<K> {
     pub(super) state: Mutex<State<K>>,
@@ -62,7 +72,8 @@ impl<K> Drop for Inner<K> {
 /// - `processing` counts the slots with `processing` set (the live guards);
 /// - a slot with nothing to remember (see [`Slot::is_idle`]) is freed: its key is dropped,
 ///   it leaves `index`, and its number goes to `free`;
-/// - `index` holds exactly the slot numbers whose slot has a key.
+/// - every slot with a key has one entry in `index`; other entries are stale (counted in
+///   `stale`) and match no key, because a key has at most one slot.
 ///
 /// The index hashes with foldhash (hashbrown's default hasher, randomly seeded per queue)
 /// rather than SipHash: keys are object names, which the cluster's users choose but cannot
@@ -72,6 +83,8 @@ pub(super) struct State<K> {
     pub(super) slots: Vec<Slot<K>>,
     pub(super) free: Vec<SlotId>,
     pub(super) index: HashTable<SlotId>,
+    /// Index entries whose slot was freed since the index was last rebuilt.
+    pub(super) stale: usize,
     pub(super) hasher: foldhash::fast::RandomState,
     pub(super) delayed: DelayQueue<SlotId>,
     pub(super) waiters: Waiters,
@@ -216,6 +229,13 @@ pub(super) struct Popped<K> {
     pub(super) queued_at: Option<Instant>,
 }
 
+impl<K> State<K> {
+    /// How many keys have a slot (anything to remember).
+    pub(super) fn live_keys(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
 impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn new(
         backoff: ExponentialBackoff,
@@ -227,6 +247,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
+            stale: 0,
             hasher: foldhash::fast::RandomState::default(),
             delayed: DelayQueue::new(),
             waiters: Waiters::default(),
@@ -446,12 +467,29 @@ impl<K: Clone + Eq + Hash> State<K> {
         if !slot.is_idle() {
             return;
         }
-        let hash = slot.hash;
         slot.key = None;
-        if let Ok(entry) = self.index.find_entry(hash, |&x| x == id) {
-            entry.remove();
-        }
         self.free.push(id);
+        self.stale += 1;
+        if self.stale > STALE_MIN && self.stale > self.live_keys() {
+            self.rebuild_index();
+        }
+    }
+
+    /// Rebuilds the index from the slots with a key, dropping its stale entries. Amortised
+    /// over the frees that made them, it costs less than one removal per free.
+    fn rebuild_index(&mut self) {
+        let slots = &self.slots;
+        self.index.clear();
+        self.index
+            .shrink_to(self.live_keys(), |&id| slots[id as usize].hash);
+        for (id, slot) in slots.iter().enumerate() {
+            if slot.key.is_some() {
+                let id = SlotId::try_from(id).expect("slot numbers fit in a SlotId");
+                self.index
+                    .insert_unique(slot.hash, id, |&x| slots[x as usize].hash);
+            }
+        }
+        self.stale = 0;
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use super::*;
+use crate::state::STALE_MIN;
 
 fn queue() -> Queue<&'static str> {
     Queue::new(QueueConfig::default())
@@ -90,7 +91,7 @@ async fn done_and_next_settles_and_hands_out_in_order() {
     q.shutdown();
     assert!(a_again.done_and_next().await.is_none());
     assert_eq!(q.processing(), 0);
-    assert_eq!(q.inner.lock().index.len(), 0);
+    assert_eq!(q.inner.lock().live_keys(), 0);
 }
 
 #[tokio::test]
@@ -118,7 +119,7 @@ async fn a_key_added_while_processing_runs_exactly_once_more() {
     assert_eq!(drain_now(&q), vec!["a"]);
     assert!(q.is_empty());
     assert_eq!(
-        q.inner.lock().index.len(),
+        q.inner.lock().live_keys(),
         0,
         "settled keys leave no entry behind"
     );
@@ -462,7 +463,7 @@ async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
         loop {
             let caught_up = (0..KEYS)
                 .all(|i| seen[i].load(Ordering::SeqCst) == added[i].load(Ordering::SeqCst));
-            if caught_up && q.is_empty() && q.processing() == 0 && q.inner.lock().index.is_empty() {
+            if caught_up && q.is_empty() && q.processing() == 0 && q.inner.lock().live_keys() == 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -485,4 +486,33 @@ async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
     for w in workers {
         w.await.expect("worker did not panic");
     }
+}
+
+#[tokio::test]
+async fn stale_index_entries_stay_bounded_and_live_keys_stay_found() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default().max_retries(0));
+    // Key 0 keeps state (quarantined) while 10 000 other keys come and go.
+    q.add(0);
+    let guard = q.next().await.expect("key 0");
+    assert_eq!(guard.retry(), Retry::Quarantined);
+    for key in 1..10_000 {
+        q.add(key);
+        q.next().await.expect("the key just added").done();
+        let state = q.inner.lock();
+        assert!(
+            state.index.len() <= 2 * state.live_keys() + STALE_MIN + 1,
+            "{} index entries for {} live keys",
+            state.index.len(),
+            state.live_keys()
+        );
+    }
+    assert!(
+        q.is_quarantined(&0),
+        "the live key is still found after rebuilds"
+    );
+    assert!(!q.is_quarantined(&1));
+    q.add(0);
+    assert!(q.is_empty(), "a quarantined key ignores adds");
+    assert!(q.release(&0));
+    assert_eq!(*q.next().await.expect("released").key(), 0);
 }
