@@ -16,7 +16,8 @@
 //!
 //! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
 //! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
-//! from the slots' stored hashes. Settling a key thus writes only its slot: removing it from
+//! from the slots' stored hashes (once they are also half of all slots, so the rebuild's walk
+//! over the slots costs a few sequential reads per free). Settling a key thus writes only its slot: removing it from
 //! the index at once cost a cache miss per key on a deep queue (the index position is
 //! random), the largest single cost of a worker.
 
@@ -470,13 +471,19 @@ impl<K: Clone + Eq + Hash> State<K> {
         slot.key = None;
         self.free.push(id);
         self.stale += 1;
-        if self.stale > STALE_MIN && self.stale > self.live_keys() {
+        // The rebuild walks every slot, so it waits until the stale entries are at least
+        // half of the slots as well as more than the live keys: a few reads per free.
+        if self.stale > STALE_MIN
+            && self.stale > self.live_keys()
+            && 2 * self.stale > self.slots.len()
+        {
             self.rebuild_index();
         }
     }
 
     /// Rebuilds the index from the slots with a key, dropping its stale entries. Amortised
-    /// over the frees that made them, it costs less than one removal per free.
+    /// over the frees that made them, it costs a few sequential reads per free instead of
+    /// the random one an immediate removal costs.
     fn rebuild_index(&mut self) {
         let slots = &self.slots;
         self.index.clear();
