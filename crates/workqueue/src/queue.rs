@@ -154,13 +154,14 @@ where
         }
         let popped = state.pop()?;
         drop(state);
-        Some(Some(self.guard(popped)))
+        Some(Some(self.guard(popped, None)))
     }
 
-    /// The guard of a key just handed out; reports the hand-out (outside the lock).
-    fn guard(&self, popped: Popped<K>) -> Guard<K> {
+    /// The guard of a key just handed out; reports the hand-out (outside the lock). `now` is
+    /// the time when the caller read the clock already (with metrics only).
+    fn guard(&self, popped: Popped<K>, now: Option<Instant>) -> Guard<K> {
         let started = self.inner.metrics.as_deref().map(|m| {
-            let now = Instant::now();
+            let now = now.unwrap_or_else(Instant::now);
             m.handed_out(popped.queued_at.map(|at| now.saturating_duration_since(at)));
             now
         });
@@ -267,13 +268,18 @@ where
         if idle {
             self.inner.idle.notify_waiters();
         }
-        if let (Some(m), Some(started)) = (self.inner.metrics.as_deref(), started) {
-            m.settled(started.elapsed());
-        }
+        // With metrics, one clock reading ends this key's work and starts the next one's.
+        let now = self.inner.metrics.as_deref().map(|m| {
+            let now = Instant::now();
+            if let Some(started) = started {
+                m.settled(now.saturating_duration_since(started));
+            }
+            now
+        });
         if shut_down {
             return Some(None);
         }
-        Some(Some(self.guard(popped?)))
+        Some(Some(self.guard(popped?, now)))
     }
 
     pub(super) fn settle(&self, slot: SlotId, how: Settle, started: Option<Instant>) -> Retry {
@@ -320,7 +326,7 @@ where
             }
             popped
         };
-        Poll::Ready(popped.map(|p| self.queue.guard(p)))
+        Poll::Ready(popped.map(|p| self.queue.guard(p, None)))
     }
 }
 
