@@ -516,3 +516,46 @@ async fn stale_index_entries_stay_bounded_and_live_keys_stay_found() {
     assert!(q.release(&0));
     assert_eq!(*q.next().await.expect("released").key(), 0);
 }
+
+/// Records whether it was woken.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_woken_wait_that_is_dropped_passes_the_wake_up_on() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let q = queue();
+    let (first, second) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+    let (first_waker, second_waker) = (Waker::from(first.clone()), Waker::from(second.clone()));
+    let mut a = Box::pin(q.next());
+    let mut b = Box::pin(q.next());
+    assert!(
+        a.as_mut()
+            .poll(&mut Context::from_waker(&first_waker))
+            .is_pending()
+    );
+    assert!(
+        b.as_mut()
+            .poll(&mut Context::from_waker(&second_waker))
+            .is_pending()
+    );
+    assert_eq!(q.inner.lock().waiters.len(), 2);
+    // One key wakes one parked worker: the last to park.
+    q.add("a");
+    assert!(second.0.load(Ordering::SeqCst) && !first.0.load(Ordering::SeqCst));
+    // It gives up before taking the key, so the other one is woken and takes it.
+    drop(b);
+    assert!(first.0.load(Ordering::SeqCst), "the wake-up was passed on");
+    match a.as_mut().poll(&mut Context::from_waker(&first_waker)) {
+        Poll::Ready(Some(guard)) => assert_eq!(*guard.key(), "a"),
+        other => panic!("expected the key, got {}", other.is_pending()),
+    }
+    assert_eq!(q.inner.lock().waiters.len(), 0);
+}
