@@ -559,3 +559,23 @@ async fn a_woken_wait_that_is_dropped_passes_the_wake_up_on() {
     }
     assert_eq!(q.inner.lock().waiters.len(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_frees_the_slots_that_only_waited_for_a_deadline() {
+    let q = queue();
+    q.add_after("later", Duration::from_secs(1));
+    q.add("held");
+    let held = q.next().await.expect("held");
+    q.add_after("held", Duration::from_secs(1));
+    assert_eq!(q.inner.lock().live_keys(), 2);
+    q.shutdown();
+    assert_eq!(
+        q.inner.lock().live_keys(),
+        1,
+        "only the held key keeps its slot"
+    );
+    drop(held);
+    assert_eq!(q.inner.lock().live_keys(), 0);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(q.next().await.is_none());
+}
