@@ -195,6 +195,19 @@ pub fn parse(path: &str) -> Target {
             p.name = Some(own(ns));
             p.subresource = Some(own(sub));
         }
+        // A proxy path goes on after `proxy` (`services/web/proxy/healthz`); the rest is the
+        // proxied path, not part of the resource.
+        ["namespaces", ns, resource, name, "proxy", _, ..] => {
+            p.namespace = Some(own(ns));
+            p.resource = own(resource);
+            p.name = Some(own(name));
+            p.subresource = Some("proxy".into());
+        }
+        [resource, name, "proxy", _, ..] => {
+            p.resource = own(resource);
+            p.name = Some(own(name));
+            p.subresource = Some("proxy".into());
+        }
         ["namespaces", ns, resource, tail @ ..] if tail.len() <= 2 => {
             p.namespace = Some(own(ns));
             p.resource = own(resource);

@@ -208,16 +208,65 @@ const OMITTED_EMPTY_METADATA: [&str; 5] = [
     "managedFields",
 ];
 
-/// The top-level map fields of the kinds whose Go type marks them `omitempty`.
-const OMITTED_EMPTY_TOP: [(&str, &[&str]); 2] = [
-    ("ConfigMap", &["data", "binaryData"]),
-    ("Secret", &["data", "stringData"]),
+/// The map and list fields of the kinds whose Go type marks them `omitempty`, by kind and
+/// the object they sit in (`""` is the top level).
+const OMITTED_EMPTY_TOP: [(&str, &str, &[&str]); 4] = [
+    ("ConfigMap", "", &["data", "binaryData"]),
+    ("Secret", "", &["data", "stringData"]),
+    (
+        "Service",
+        "spec",
+        &[
+            "selector",
+            "ports",
+            "externalIPs",
+            "loadBalancerSourceRanges",
+            "clusterIPs",
+            "ipFamilies",
+        ],
+    ),
+    ("ReplicationController", "spec", &["selector"]),
 ];
+
+/// `PodSpec`'s `omitempty` maps and lists (`containers` has no `omitempty` and stays), in a
+/// Pod's `spec` and in every pod template's.
+const OMITTED_EMPTY_POD_SPEC: [&str; 12] = [
+    "volumes",
+    "initContainers",
+    "ephemeralContainers",
+    "nodeSelector",
+    "imagePullSecrets",
+    "tolerations",
+    "hostAliases",
+    "topologySpreadConstraints",
+    "readinessGates",
+    "overhead",
+    "schedulingGates",
+    "resourceClaims",
+];
+
+/// `Container`'s (and `EphemeralContainer`'s) `omitempty` lists, and the maps of its
+/// `resources`.
+const OMITTED_EMPTY_CONTAINER: [&str; 8] = [
+    "command",
+    "args",
+    "ports",
+    "envFrom",
+    "env",
+    "volumeMounts",
+    "volumeDevices",
+    "resizePolicy",
+];
+
+/// `ResourceRequirements`' `omitempty` maps and list.
+const OMITTED_EMPTY_RESOURCES: [&str; 3] = ["limits", "requests", "claims"];
 
 /// Drops empty maps and lists that Kubernetes' JSON encoder leaves out (`omitempty`), so an
 /// object written with `labels: {}` reads back as Kubernetes would answer it and `kubectl
 /// diff` shows no spurious lines: the `ObjectMeta` fields above, in the object's metadata
-/// and in every nested `metadata` (pod templates), and ConfigMap and Secret data. Only
+/// and in every nested `metadata` (pod templates), the fields of [`OMITTED_EMPTY_TOP`]
+/// (ConfigMap and Secret data, a Service's `selector`, …), and the `PodSpec`, `Container`
+/// and `ResourceRequirements` lists and maps above in every pod spec (Pods and templates). Only
 /// these: Go's `omitempty` leaves empty structs in place (`status: {}`, a PDB's `selector:
 /// {}`), and some lists have no `omitempty` (ClusterRole `rules`, PodSpec `containers`), so a
 /// blanket rule would drop fields Kubernetes writes. Custom resources are not decoded here
@@ -227,15 +276,42 @@ pub fn drop_omitted_empties(obj: &mut Value) {
         return;
     };
     if let Some(kind) = map.get("kind").and_then(Value::as_str)
-        && let Some((_, fields)) = OMITTED_EMPTY_TOP.iter().find(|(k, _)| *k == kind)
+        && let Some((_, at, fields)) = OMITTED_EMPTY_TOP.iter().find(|(k, _, _)| *k == kind)
     {
-        for f in *fields {
-            if map.get(*f).is_some_and(is_empty_collection) {
-                map.remove(*f);
-            }
+        let target = if at.is_empty() {
+            Some(&mut *map)
+        } else {
+            map.get_mut(*at).and_then(Value::as_object_mut)
+        };
+        if let Some(target) = target {
+            drop_empty_fields(target, fields);
         }
     }
     drop_in_metadata(obj);
+}
+
+fn drop_empty_fields(map: &mut serde_json::Map<String, Value>, fields: &[&str]) {
+    for f in fields {
+        if map.get(*f).is_some_and(is_empty_collection) {
+            map.remove(*f);
+        }
+    }
+}
+
+/// Drops a pod spec's empty `omitempty` fields and its containers'.
+fn drop_in_pod_spec(spec: &mut serde_json::Map<String, Value>) {
+    drop_empty_fields(spec, &OMITTED_EMPTY_POD_SPEC);
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        let Some(Value::Array(containers)) = spec.get_mut(list) else {
+            continue;
+        };
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            drop_empty_fields(c, &OMITTED_EMPTY_CONTAINER);
+            if let Some(Value::Object(r)) = c.get_mut("resources") {
+                drop_empty_fields(r, &OMITTED_EMPTY_RESOURCES);
+            }
+        }
+    }
 }
 
 fn is_empty_collection(v: &Value) -> bool {
@@ -253,12 +329,16 @@ fn drop_in_metadata(v: &mut Value) {
                 if key == "metadata"
                     && let Value::Object(meta) = child
                 {
-                    for f in OMITTED_EMPTY_METADATA {
-                        if meta.get(f).is_some_and(is_empty_collection) {
-                            meta.remove(f);
-                        }
-                    }
+                    drop_empty_fields(meta, &OMITTED_EMPTY_METADATA);
                 } else {
+                    // A pod spec: a Pod's `spec` or a template's (the only `spec` objects
+                    // with a `containers` list among the built-in kinds).
+                    if key == "spec"
+                        && let Value::Object(spec) = child
+                        && spec.get("containers").is_some_and(Value::is_array)
+                    {
+                        drop_in_pod_spec(spec);
+                    }
                     drop_in_metadata(child);
                 }
             }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kore_testenv::TestEnv;
 
 /// Resources of Kubernetes v1.33 that kore does not serve yet (`group/version resource`).
-const GAPS: &[&str] = &["v1 services/proxy"];
+const GAPS: &[&str] = &[];
 
 /// One line of the checked-in list.
 #[derive(Debug)]

@@ -15,5 +15,7 @@ mod discovery;
 mod eviction;
 mod groups;
 mod kubectl;
+mod omitted;
 mod openapi;
 mod pod_subresources;
+mod proxy;

@@ -263,15 +263,19 @@ pub fn resources() -> Vec<Resource> {
             d.other_subresources = &["token"];
             d
         },
-        Def::new(
-            "",
-            "Service",
-            "services",
-            Arc::new(core::ServiceStrategy::new()),
-        )
-        .short(&["svc"])
-        .in_all()
-        .with_status(),
+        {
+            let mut d = Def::new(
+                "",
+                "Service",
+                "services",
+                Arc::new(core::ServiceStrategy::new()),
+            )
+            .short(&["svc"])
+            .in_all()
+            .with_status();
+            d.other_subresources = &["proxy"];
+            d
+        },
         // apps/v1
         Def::new(
             "apps",

@@ -308,8 +308,11 @@ impl Registry {
     }
 
     /// The answer to a connect subresource (`exec`, `attach`, `portforward`, `proxy`) of a
-    /// pod or node: 400, since no container or kubelet is there to connect to. The object
-    /// must exist (404 otherwise, as Kubernetes answers).
+    /// pod or node: 400, since no container or kubelet is there to connect to; and to a
+    /// service's `proxy`: 503, since no pod behind it listens (Kubernetes answers a service
+    /// without ready endpoints `503 no endpoints available for service`). The object must
+    /// exist (404 otherwise, as Kubernetes answers). A proxy name may carry Kubernetes'
+    /// `[scheme:]name[:port]` parts; the name is looked up.
     pub fn refuse_connect(
         &self,
         res: &Resource,
@@ -317,6 +320,11 @@ impl Registry {
         name: &str,
         sub: &str,
     ) -> ApiError {
+        let name = if sub == "proxy" {
+            proxied_name(name)
+        } else {
+            name
+        };
         if let Err(e) = self.get(res, ns, name) {
             return e;
         }
@@ -327,6 +335,12 @@ impl Registry {
             _ => "proxy to",
         };
         let kind = res.kind.to_lowercase();
+        if kind == "service" {
+            return ApiError::Unavailable(format!(
+                "no endpoints available for service {name:?}: kore simulates pods, so no \
+                 process listens behind a service (services/proxy is not supported)"
+            ));
+        }
         ApiError::BadRequest(format!(
             "{kind} {name:?}: kore simulates {}, so there is no process to {what} \
              ({}/{sub} is not supported)",
@@ -340,9 +354,28 @@ impl Registry {
     }
 }
 
+/// The object name in a proxy path's `[scheme:]name[:port]` (Kubernetes'
+/// `net.SplitSchemeNamePort`): `https:web:8443` and `web:http` both name `web`.
+fn proxied_name(id: &str) -> &str {
+    let parts: Vec<&str> = id.split(':').collect();
+    match parts.as_slice() {
+        [scheme, name, _] if matches!(*scheme, "http" | "https") => name,
+        [name, _] | [name] => name,
+        _ => id,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_names_drop_scheme_and_port() {
+        assert_eq!(proxied_name("web"), "web");
+        assert_eq!(proxied_name("web:8080"), "web");
+        assert_eq!(proxied_name("https:web:8443"), "web");
+        assert_eq!(proxied_name("a:b:c:d"), "a:b:c:d");
+    }
 
     fn pod(status: Value) -> Value {
         json!({
