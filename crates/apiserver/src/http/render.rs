@@ -6,6 +6,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
+use crate::api::encoding;
 use crate::registry::Resource;
 use crate::registry::list::ListOutput;
 
@@ -44,25 +45,71 @@ fn list_metadata(out: &ListOutput, with_remaining: bool) -> Value {
     Value::Object(meta)
 }
 
-/// `{"apiVersion":…,"items":[…],"kind":"<Kind>List","metadata":{…}}`, items copied as bytes.
+/// A list's `metadata` in `ListMeta`'s field order.
+fn put_list_metadata(buf: &mut BytesMut, out: &ListOutput) {
+    buf.put_slice(b"{\"resourceVersion\":");
+    buf.put_slice(json!(out.rv.to_string()).to_string().as_bytes());
+    if let Some(c) = &out.continue_token {
+        buf.put_slice(b",\"continue\":");
+        buf.put_slice(json!(c).to_string().as_bytes());
+        if let Some(r) = out.remaining {
+            buf.put_slice(b",\"remainingItemCount\":");
+            buf.put_slice(r.to_string().as_bytes());
+        }
+    }
+    buf.put_u8(b'}');
+}
+
+/// `{"kind":"<Kind>List","apiVersion":…,"metadata":{…},"items":[…]}`, as Kubernetes writes
+/// it. Items are copied from their stored bytes; items of a built-in kind lose their leading
+/// `"kind"` and `"apiVersion"` (a fixed prefix of the stored bytes, see
+/// [`encoding`](crate::api::encoding)), as Kubernetes writes list items without them.
 pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
+    let api_version = res.api_version();
+    let prefix = encoding::is_ordered_kind(&api_version, &res.kind)
+        .then(|| encoding::type_meta_prefix(&api_version, &res.kind));
     let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 257;
     let mut buf = BytesMut::with_capacity(size);
-    buf.put_slice(b"{\"apiVersion\":");
-    buf.put_slice(json!(res.api_version()).to_string().as_bytes());
+    buf.put_slice(b"{\"kind\":");
+    buf.put_slice(json!(res.list_kind).to_string().as_bytes());
+    buf.put_slice(b",\"apiVersion\":");
+    buf.put_slice(json!(api_version).to_string().as_bytes());
+    buf.put_slice(b",\"metadata\":");
+    put_list_metadata(&mut buf, out);
     buf.put_slice(b",\"items\":[");
     for (i, item) in out.items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(item);
+        match &prefix {
+            Some(prefix) => put_item_without_type_meta(&mut buf, item, prefix),
+            None => buf.put_slice(item),
+        }
     }
-    buf.put_slice(b"],\"kind\":");
-    buf.put_slice(json!(res.list_kind).to_string().as_bytes());
-    buf.put_slice(b",\"metadata\":");
-    buf.put_slice(list_metadata(out, true).to_string().as_bytes());
-    buf.put_slice(b"}\n");
+    buf.put_slice(b"]}\n");
     buf.freeze()
+}
+
+/// Copies an encoded object without its leading `"kind"` and `"apiVersion"`; re-encodes one
+/// that does not start with them (stored by an older server, with sorted keys).
+fn put_item_without_type_meta(buf: &mut BytesMut, item: &[u8], prefix: &[u8]) {
+    match item.strip_prefix(prefix) {
+        Some([b',', rest @ ..]) => {
+            buf.put_u8(b'{');
+            buf.put_slice(rest);
+        }
+        Some(rest @ [b'}', ..]) => {
+            buf.put_u8(b'{');
+            buf.put_slice(rest);
+        }
+        _ => match serde_json::from_slice::<Value>(item)
+            .ok()
+            .and_then(|v| encoding::list_item_to_vec(&v).ok())
+        {
+            Some(bytes) => buf.put_slice(&bytes),
+            None => buf.put_slice(item),
+        },
+    }
 }
 
 /// The `PartialObjectMetadata` view of an object.
