@@ -60,16 +60,35 @@ fn put_list_metadata(buf: &mut BytesMut, out: &ListOutput) {
     buf.put_u8(b'}');
 }
 
-/// `{"kind":"<Kind>List","apiVersion":…,"metadata":{…},"items":[…]}`, as Kubernetes writes
-/// it. Items are copied from their stored bytes; items of a built-in kind lose their leading
-/// `"kind"` and `"apiVersion"` (a fixed prefix of the stored bytes, see
-/// [`encoding`](crate::api::encoding)), as Kubernetes writes list items without them.
+/// A list, as Kubernetes writes it. Items are copied from their stored bytes.
+///
+/// A list of a built-in kind is a Go struct: `{"kind":"<Kind>List","apiVersion":…,
+/// "metadata":{…},"items":[…]}`, and its items carry no `kind` and `apiVersion` (they lead
+/// the stored bytes, see [`encoding`](crate::api::encoding), so they are skipped, not
+/// re-encoded). A list of custom resources is a map in Kubernetes (`UnstructuredList`),
+/// written with sorted keys, `metadata` included, and its items keep their type.
 pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
     let api_version = res.api_version();
-    let prefix = encoding::is_ordered_kind(&api_version, &res.kind)
-        .then(|| encoding::type_meta_prefix(&api_version, &res.kind));
     let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 257;
     let mut buf = BytesMut::with_capacity(size);
+    if !encoding::is_ordered_kind(&api_version, &res.kind) {
+        buf.put_slice(b"{\"apiVersion\":");
+        buf.put_slice(json!(api_version).to_string().as_bytes());
+        buf.put_slice(b",\"items\":[");
+        for (i, item) in out.items.iter().enumerate() {
+            if i > 0 {
+                buf.put_u8(b',');
+            }
+            buf.put_slice(item);
+        }
+        buf.put_slice(b"],\"kind\":");
+        buf.put_slice(json!(res.list_kind).to_string().as_bytes());
+        buf.put_slice(b",\"metadata\":");
+        buf.put_slice(list_metadata(out, true).to_string().as_bytes());
+        buf.put_slice(b"}\n");
+        return buf.freeze();
+    }
+    let prefix = encoding::type_meta_prefix(&api_version, &res.kind);
     buf.put_slice(b"{\"kind\":");
     buf.put_slice(json!(res.list_kind).to_string().as_bytes());
     buf.put_slice(b",\"apiVersion\":");
@@ -81,10 +100,7 @@ pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
         if i > 0 {
             buf.put_u8(b',');
         }
-        match &prefix {
-            Some(prefix) => put_item_without_type_meta(&mut buf, item, prefix),
-            None => buf.put_slice(item),
-        }
+        put_item_without_type_meta(&mut buf, item, &prefix);
     }
     buf.put_slice(b"]}\n");
     buf.freeze()
