@@ -208,3 +208,32 @@ pub fn table(
         "rows": rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(bytes: &[u8]) -> String {
+        let mut buf = BytesMut::new();
+        put_item_without_type_meta(
+            &mut buf,
+            bytes,
+            &encoding::type_meta_prefix("v1", "ConfigMap"),
+        );
+        String::from_utf8(buf.to_vec()).expect("utf-8")
+    }
+
+    #[test]
+    fn list_items_lose_their_type_whether_stored_in_go_order_or_sorted() {
+        assert_eq!(
+            item(br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{"k":"v"}}"#),
+            r#"{"metadata":{"name":"a"},"data":{"k":"v"}}"#
+        );
+        assert_eq!(item(br#"{"kind":"ConfigMap","apiVersion":"v1"}"#), "{}");
+        // Stored by an older server, with sorted keys: re-encoded in Go order.
+        assert_eq!(
+            item(br#"{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"uid":"u","name":"a"}}"#),
+            r#"{"metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}"#
+        );
+    }
+}
