@@ -2,6 +2,7 @@
 //!
 //! - [`body`]: [`body::BodyType`], how a request body is encoded (objects and patches);
 //! - [`data_dir`]: the names of the files kept in the data directory;
+//! - [`encoding`]: objects as JSON with Kubernetes' key order (Go struct order for built-in kinds);
 //! - [`error`]: [`error::ApiError`], a failure shaped as a Kubernetes `Status` (code, reason,
 //!   message, causes), and [`error::GroupResource`];
 //! - [`field`]: [`field::FieldError`], one invalid field with its path;
@@ -21,6 +22,7 @@
 
 pub mod body;
 pub mod data_dir;
+pub mod encoding;
 pub mod error;
 pub mod field;
 pub mod limits;

@@ -2,16 +2,13 @@
 //! where the error asks the client to come back.
 
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::{HeaderValue, header};
 
 pub use crate::api::error::{ApiError, GroupResource};
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = self.status().to_string();
-        body.push('\n');
-        let mut resp = super::json_response(self.code(), Bytes::from(body));
+        let mut resp = super::json_response(self.code(), super::encoded(&self.status()));
         if let ApiError::TooLargeResourceVersion { .. } | ApiError::TooManyRequests(_) = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

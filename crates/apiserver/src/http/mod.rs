@@ -256,6 +256,11 @@ fn text_health(query: Option<&str>, ok: bool, checks: &[&str]) -> Response {
     resp
 }
 
+/// `v` encoded as a response body, with the keys of a built-in kind in Kubernetes' order.
+pub(crate) fn encoded(v: &serde_json::Value) -> bytes::Bytes {
+    bytes::Bytes::from(crate::api::encoding::to_vec(v).unwrap_or_default())
+}
+
 /// A JSON response.
 pub fn json_response(code: StatusCode, body: bytes::Bytes) -> Response {
     let mut resp = (code, with_newline(body)).into_response();

@@ -6,6 +6,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
+use crate::api::encoding;
 use crate::registry::Resource;
 use crate::registry::list::ListOutput;
 
@@ -44,25 +45,87 @@ fn list_metadata(out: &ListOutput, with_remaining: bool) -> Value {
     Value::Object(meta)
 }
 
-/// `{"apiVersion":…,"items":[…],"kind":"<Kind>List","metadata":{…}}`, items copied as bytes.
+/// A list's `metadata` in `ListMeta`'s field order.
+fn put_list_metadata(buf: &mut BytesMut, out: &ListOutput) {
+    buf.put_slice(b"{\"resourceVersion\":");
+    buf.put_slice(json!(out.rv.to_string()).to_string().as_bytes());
+    if let Some(c) = &out.continue_token {
+        buf.put_slice(b",\"continue\":");
+        buf.put_slice(json!(c).to_string().as_bytes());
+        if let Some(r) = out.remaining {
+            buf.put_slice(b",\"remainingItemCount\":");
+            buf.put_slice(r.to_string().as_bytes());
+        }
+    }
+    buf.put_u8(b'}');
+}
+
+/// A list, as Kubernetes writes it. Items are copied from their stored bytes.
+///
+/// A list of a built-in kind is a Go struct: `{"kind":"<Kind>List","apiVersion":…,
+/// "metadata":{…},"items":[…]}`, and its items carry no `kind` and `apiVersion` (they lead
+/// the stored bytes, see [`encoding`](crate::api::encoding), so they are skipped, not
+/// re-encoded). A list of custom resources is a map in Kubernetes (`UnstructuredList`),
+/// written with sorted keys, `metadata` included, and its items keep their type.
 pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {
+    let api_version = res.api_version();
     let size: usize = out.items.iter().map(Bytes::len).sum::<usize>() + out.items.len() + 257;
     let mut buf = BytesMut::with_capacity(size);
-    buf.put_slice(b"{\"apiVersion\":");
-    buf.put_slice(json!(res.api_version()).to_string().as_bytes());
+    if !encoding::is_ordered_kind(&api_version, &res.kind) {
+        buf.put_slice(b"{\"apiVersion\":");
+        buf.put_slice(json!(api_version).to_string().as_bytes());
+        buf.put_slice(b",\"items\":[");
+        for (i, item) in out.items.iter().enumerate() {
+            if i > 0 {
+                buf.put_u8(b',');
+            }
+            buf.put_slice(item);
+        }
+        buf.put_slice(b"],\"kind\":");
+        buf.put_slice(json!(res.list_kind).to_string().as_bytes());
+        buf.put_slice(b",\"metadata\":");
+        buf.put_slice(list_metadata(out, true).to_string().as_bytes());
+        buf.put_slice(b"}\n");
+        return buf.freeze();
+    }
+    let prefix = encoding::type_meta_prefix(&api_version, &res.kind);
+    buf.put_slice(b"{\"kind\":");
+    buf.put_slice(json!(res.list_kind).to_string().as_bytes());
+    buf.put_slice(b",\"apiVersion\":");
+    buf.put_slice(json!(api_version).to_string().as_bytes());
+    buf.put_slice(b",\"metadata\":");
+    put_list_metadata(&mut buf, out);
     buf.put_slice(b",\"items\":[");
     for (i, item) in out.items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(item);
+        put_item_without_type_meta(&mut buf, item, &prefix);
     }
-    buf.put_slice(b"],\"kind\":");
-    buf.put_slice(json!(res.list_kind).to_string().as_bytes());
-    buf.put_slice(b",\"metadata\":");
-    buf.put_slice(list_metadata(out, true).to_string().as_bytes());
-    buf.put_slice(b"}\n");
+    buf.put_slice(b"]}\n");
     buf.freeze()
+}
+
+/// Copies an encoded object without its leading `"kind"` and `"apiVersion"`; re-encodes one
+/// that does not start with them (stored by an older server, with sorted keys).
+fn put_item_without_type_meta(buf: &mut BytesMut, item: &[u8], prefix: &[u8]) {
+    match item.strip_prefix(prefix) {
+        Some([b',', rest @ ..]) => {
+            buf.put_u8(b'{');
+            buf.put_slice(rest);
+        }
+        Some(rest @ [b'}', ..]) => {
+            buf.put_u8(b'{');
+            buf.put_slice(rest);
+        }
+        _ => match serde_json::from_slice::<Value>(item)
+            .ok()
+            .and_then(|v| encoding::list_item_to_vec(&v).ok())
+        {
+            Some(bytes) => buf.put_slice(&bytes),
+            None => buf.put_slice(item),
+        },
+    }
 }
 
 /// The `PartialObjectMetadata` view of an object.
@@ -144,4 +207,33 @@ pub fn table(
         "columnDefinitions": columns,
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(bytes: &[u8]) -> String {
+        let mut buf = BytesMut::new();
+        put_item_without_type_meta(
+            &mut buf,
+            bytes,
+            &encoding::type_meta_prefix("v1", "ConfigMap"),
+        );
+        String::from_utf8(buf.to_vec()).expect("utf-8")
+    }
+
+    #[test]
+    fn list_items_lose_their_type_whether_stored_in_go_order_or_sorted() {
+        assert_eq!(
+            item(br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{"k":"v"}}"#),
+            r#"{"metadata":{"name":"a"},"data":{"k":"v"}}"#
+        );
+        assert_eq!(item(br#"{"kind":"ConfigMap","apiVersion":"v1"}"#), "{}");
+        // Stored by an older server, with sorted keys: re-encoded in Go order.
+        assert_eq!(
+            item(br#"{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"uid":"u","name":"a"}}"#),
+            r#"{"metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}"#
+        );
+    }
 }

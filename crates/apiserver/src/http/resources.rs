@@ -14,7 +14,7 @@ use super::error::ApiError;
 use super::negotiate::{self, BodyType, Shape};
 use super::render::{self, IncludeObject};
 use super::request::{self, ResourcePath, Target};
-use super::{App, MAX_BODY_BYTES, discovery, json_response, protobuf, watch};
+use super::{App, MAX_BODY_BYTES, discovery, encoded, json_response, protobuf, watch};
 use crate::api::options::{DeleteQuery, Options, PatchOptions};
 use crate::patch::Patch;
 use crate::registry::Resource;
@@ -208,7 +208,7 @@ fn object_response(
         Shape::Metadata => {
             let v: Value =
                 serde_json::from_slice(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-            Bytes::from(render::partial_metadata(&v).to_string())
+            encoded(&render::partial_metadata(&v))
         }
     };
     Ok(json_response(code, body))
@@ -326,7 +326,7 @@ async fn resource(
                     "metadata": {"resourceVersion": deleted.resource_version.to_string()},
                     "items": deleted.items,
                 });
-                Ok(json_response(StatusCode::OK, Bytes::from(body.to_string())))
+                Ok(json_response(StatusCode::OK, encoded(&body)))
             }
             _ => Err(not_allowed(method.as_str())),
         },
@@ -374,7 +374,7 @@ async fn resource(
                     let bytes = read_body(body).await?;
                     let obj = decode_object(headers, &bytes)?;
                     let v = app.registry.finalize(name, &obj).await?;
-                    Ok(json_response(StatusCode::OK, Bytes::from(v.to_string())))
+                    Ok(json_response(StatusCode::OK, encoded(&v)))
                 }
                 (None, Some("binding")) if res.subresources.other.contains(&"binding") => {
                     binding(app, &method, headers, ns, Some(name), body, info).await
@@ -571,9 +571,9 @@ fn delete_options(
 
 fn delete_response(res: &Resource, deleted: Deleted) -> Response {
     match deleted {
-        Deleted::Pending(v) => json_response(StatusCode::OK, Bytes::from(v.to_string())),
+        Deleted::Pending(v) => json_response(StatusCode::OK, encoded(&v)),
         Deleted::Gone(v) if res.strategy.returns_object_on_delete() => {
-            json_response(StatusCode::OK, Bytes::from(v.to_string()))
+            json_response(StatusCode::OK, encoded(&v))
         }
         Deleted::Gone(v) => {
             let mut details = serde_json::Map::new();
@@ -588,7 +588,7 @@ fn delete_response(res: &Resource, deleted: Deleted) -> Response {
             }
             let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                                 "status": "Success", "details": details});
-            json_response(StatusCode::OK, Bytes::from(status.to_string()))
+            json_response(StatusCode::OK, encoded(&status))
         }
     }
 }
@@ -636,10 +636,7 @@ async fn scale(
             });
         }
     };
-    Ok(json_response(
-        StatusCode::OK,
-        Bytes::from(scale.to_string()),
-    ))
+    Ok(json_response(StatusCode::OK, encoded(&scale)))
 }
 
 /// Serves `POST …/pods/{name}/binding` and `POST …/bindings`: 201 with a `Status` of `Success`.
@@ -663,10 +660,7 @@ async fn binding(
     let bytes = read_body(body).await?;
     let obj = decode_object(headers, &bytes)?;
     let status = app.registry.bind_pod(ns, name, &obj, opts.dry_run).await?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        Bytes::from(status.to_string()),
-    ))
+    Ok(json_response(StatusCode::CREATED, encoded(&status)))
 }
 
 /// Serves `POST …/pods/{name}/eviction`: the `Status` the registry answers, with its `code` as
@@ -693,5 +687,5 @@ async fn eviction(
         .as_u64()
         .and_then(|c| StatusCode::from_u16(u16::try_from(c).ok()?).ok())
         .unwrap_or(StatusCode::CREATED);
-    Ok(json_response(code, Bytes::from(status.to_string())))
+    Ok(json_response(code, encoded(&status)))
 }

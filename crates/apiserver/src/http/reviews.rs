@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, StatusCode};
 
@@ -94,10 +93,7 @@ pub(crate) async fn serve(
                 }
             }
         };
-        Ok(json_response(
-            StatusCode::CREATED,
-            Bytes::from(answer.to_string()),
-        ))
+        Ok(json_response(StatusCode::CREATED, super::encoded(&answer)))
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)

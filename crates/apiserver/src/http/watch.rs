@@ -173,6 +173,9 @@ impl Framing {
                 t
             }
         };
-        Some(render_line(kind.as_str(), body.to_string().as_bytes()))
+        Some(render_line(
+            kind.as_str(),
+            &crate::api::encoding::to_vec(&body).unwrap_or_default(),
+        ))
     }
 }

@@ -307,7 +307,7 @@ impl Store {
                 Update::Put(mut new) => {
                     // Canonical encoding makes "nothing changed" a byte comparison.
                     set_resource_version(&mut new, current.rv);
-                    let unchanged = serde_json::to_vec(&new)
+                    let unchanged = crate::api::encoding::to_vec(&new)
                         .map(|b| b[..] == current.bytes[..])
                         .unwrap_or(false);
                     if unchanged {
@@ -536,7 +536,8 @@ impl Store {
 /// Refuses an object that could not be read back (the registry rejects those before they
 /// get here; this is the last line of defence).
 fn encode(obj: &Value) -> Result<Bytes, StorageError> {
-    let mut buf = serde_json::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
+    let mut buf =
+        crate::api::encoding::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
     readable(&buf)
         .map_err(|why| StorageError::Internal(format!("refusing to store an object: {why}")))?;
     buf.shrink_to_fit();

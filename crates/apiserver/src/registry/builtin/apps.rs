@@ -4,7 +4,7 @@ use k8s_openapi::api::apps::v1 as apps;
 use serde_json::{Value, json};
 
 use super::core::validate_pod_spec;
-use super::template::default_template;
+use super::template::{default_template, null_creation_timestamp};
 use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
 
@@ -260,6 +260,7 @@ fn default_statefulset(obj: &mut Value) {
             default_at(claim, &["kind"], json!("PersistentVolumeClaim"));
             default_at(claim, &["spec", "volumeMode"], json!("Filesystem"));
             default_at(claim, &["status", "phase"], json!("Pending"));
+            null_creation_timestamp(claim);
         }
     }
     default_template(&mut spec["template"]);

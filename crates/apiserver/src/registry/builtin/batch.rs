@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::apps::validate_selector;
 use super::core::validate_pod_spec;
-use super::template::default_template;
+use super::template::{default_template, null_creation_timestamp};
 use crate::api::field::FieldError;
 use crate::registry::strategy::{Decoded, Strategy, decode_typed, default_at};
 
@@ -283,6 +283,7 @@ fn default_cronjob(obj: &mut Value) {
     default_at(spec, &["failedJobsHistoryLimit"], json!(1));
     // A CronJob's job template gets the pod defaults; the Job defaults come when a Job is made.
     default_template(&mut spec["jobTemplate"]["spec"]["template"]);
+    null_creation_timestamp(&mut spec["jobTemplate"]);
 }
 
 fn validate_cronjob(obj: &Value) -> Vec<FieldError> {

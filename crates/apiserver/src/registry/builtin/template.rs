@@ -10,6 +10,13 @@ use super::core::default_pod_spec;
 /// a `null`; clients comparing bytes with a real server's see it).
 pub(super) fn default_template(template: &mut Value) {
     default_pod_spec(&mut template["spec"]);
+    null_creation_timestamp(template);
+}
+
+/// Gives an embedded object (a template, a StatefulSet's claim template) the
+/// `metadata.creationTimestamp: null` that Kubernetes 1.33 writes for its unset `ObjectMeta`
+/// time; 1.34 tags the field `omitzero` and drops it (apimachinery commit 503b9897).
+pub(super) fn null_creation_timestamp(template: &mut Value) {
     if let Some(meta) = template
         .as_object_mut()
         .map(|t| {

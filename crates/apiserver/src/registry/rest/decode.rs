@@ -100,7 +100,7 @@ impl Registry {
             .value()
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let served = res.strategy.to_served(v);
-        serde_json::to_vec(&served)
+        crate::api::encoding::to_vec(&served)
             .map(Bytes::from)
             .map_err(|e| ApiError::Internal(e.to_string()))
     }

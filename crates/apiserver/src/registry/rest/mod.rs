@@ -100,7 +100,7 @@ fn name_of(obj: &Value) -> &str {
 }
 
 fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(v)
+    crate::api::encoding::to_vec(v)
         .map(Bytes::from)
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
