@@ -24,13 +24,7 @@ fn example() -> anyhow::Result<PathBuf> {
     // Set KORE_EXAMPLES_PREBUILT when the example was built beforehand with custom flags.
     if std::env::var_os("KORE_EXAMPLES_PREBUILT").is_none() {
         let status = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-q",
-                "--workspace",
-                "--example",
-                "graceful_worker",
-            ])
+            .args(["build", "-q", "--workspace", "--example", "graceful_worker"])
             .status()?;
         anyhow::ensure!(status.success(), "building the example failed");
     }
