@@ -165,6 +165,14 @@ pub(crate) async fn run(quick: bool, first: bool) -> anyhow::Result<Vec<Row>> {
             timeout: Duration::from_secs(600),
         }
     };
+    // KORE_BENCH_OPERATORS_IDLE=SECONDS shortens the idle period (to study CPU or time; the
+    // idle-writes rows then cover only that long).
+    if let Some(idle) = std::env::var("KORE_BENCH_OPERATORS_IDLE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        sizes.idle = Duration::from_secs(idle);
+    }
     if !first {
         sizes.idle = Duration::ZERO;
     }
