@@ -436,6 +436,45 @@ mod tests {
         assert_eq!(meta.metadata.name.as_deref(), Some("a"));
     }
 
+    /// A copy as configmap-sync creates it, as the server returns it: labels, the owner
+    /// annotation, three data keys and the create's managedFields entry.
+    const COPY: &str = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cfg",
+        "namespace":"dst-042","uid":"6f1c2f0e-7a3b-4f59-9d0e-3c1f6b2a9e11",
+        "resourceVersion":"123456","creationTimestamp":"2026-11-26T08:00:00Z",
+        "labels":{"app.kubernetes.io/managed-by":"kore-configmap-sync","sync.kore.dev/owner":"sync-0042"},
+        "annotations":{"sync.kore.dev/owner":"src/sync-0042","sync.kore.dev/source-version":"977"},
+        "managedFields":[{"manager":"kore-configmap-sync","operation":"Update","apiVersion":"v1",
+        "time":"2026-11-26T08:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},
+        "f:alpha":{},"f:beta":{},"f:gamma":{}},"f:metadata":{"f:annotations":{".":{},
+        "f:sync.kore.dev/owner":{},"f:sync.kore.dev/source-version":{}},"f:labels":{".":{},
+        "f:app.kubernetes.io/managed-by":{},"f:sync.kore.dev/owner":{}}}}}]},
+        "data":{"alpha":"a fairly ordinary configuration value of some length",
+        "beta":"another value, of about the same length as the first","gamma":"x=1\ny=2\nz=3"}}"#;
+
+    /// For callgrind, not a test: `KORE_PROBE=plain|skip KORE_PROBE_N=2000 valgrind
+    /// --tool=callgrind <test binary> --ignored --exact
+    /// informer::skip_managed::tests::parse_cost_probe` counts the instructions of parsing
+    /// a copy N times the old way (parse managedFields, then drop them) or skipping them.
+    #[test]
+    #[ignore = "a probe to run under callgrind"]
+    fn parse_cost_probe() {
+        let n: usize = std::env::var("KORE_PROBE_N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let skip = std::env::var("KORE_PROBE").as_deref() == Ok("skip");
+        for _ in 0..n {
+            let cm: ConfigMap = if skip {
+                parse(COPY)
+            } else {
+                let mut cm: ConfigMap = serde_json::from_str(COPY).expect("parses");
+                cm.metadata.managed_fields = None;
+                cm
+            };
+            std::hint::black_box(cm);
+        }
+    }
+
     #[test]
     fn malformed_input_is_still_an_error() {
         let mut de =
