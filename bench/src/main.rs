@@ -142,9 +142,12 @@ async fn run_suite(
         match suite {
             Suite::Runtime => {
                 rows.extend(runtime_queue::run(quick).await?);
-                rows.extend(runtime_cache::run(quick).await?);
-                if first {
-                    rows.extend(manager::run(quick).await?);
+                // `KORE_BENCH_RUNTIME=queue`: the workqueue rows alone.
+                if !runtime_queue::queue_only() {
+                    rows.extend(runtime_cache::run(quick).await?);
+                    if first {
+                        rows.extend(manager::run(quick).await?);
+                    }
                 }
             }
             Suite::Crd => {

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::Retry;
 use crate::queue::Queue;
-use crate::state::Settle;
+use crate::state::{Settle, SlotId};
 
 /// A key handed out by [`Queue::next`]. While it lives, no other worker gets the key.
 ///
@@ -22,7 +22,10 @@ where
     K: Clone + Eq + Hash + Send + 'static,
 {
     pub(super) queue: Queue<K>,
+    /// The guard's copy of the key; `None` once settled.
     pub(super) key: Option<K>,
+    /// Where the key's state lives in the queue; held (so not reused) until the guard settles.
+    pub(super) slot: SlotId,
     pub(super) started: Option<Instant>,
 }
 
@@ -55,12 +58,12 @@ where
     /// of two (a worker loop's hot path). Waits like [`Queue::next`] when nothing is ready.
     pub async fn done_and_next(mut self) -> Option<Guard<K>> {
         let queue = self.queue.clone();
-        let Some(key) = self.key.take() else {
+        if self.key.take().is_none() {
             return queue.next().await;
-        };
-        let started = self.started;
+        }
+        let (slot, started) = (self.slot, self.started);
         drop(self);
-        match queue.settle_done_and_pop(key, started) {
+        match queue.settle_done_and_pop(slot, started) {
             Some(next) => next,
             None => queue.next().await,
         }
@@ -79,7 +82,7 @@ where
 
     pub(super) fn settle(&mut self, how: Settle) -> Retry {
         match self.key.take() {
-            Some(key) => self.queue.settle(key, how, self.started),
+            Some(_) => self.queue.settle(self.slot, how, self.started),
             None => Retry::ShutDown,
         }
     }

@@ -1,21 +1,19 @@
 //! [`Queue`]: the handle controllers add keys to and take them from, and its shutdown.
 
-use std::collections::VecDeque;
-use std::collections::hash_map::HashMap;
 use std::fmt;
+use std::future::poll_fn;
 use std::hash::Hash;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::DelayQueue;
 
 use crate::guard::Guard;
-use crate::state::{Inner, Settle, State, run_timer};
+use crate::state::{Inner, Popped, Settle, SlotId, State, Wake, count_add, run_timer};
 use crate::{MAX_DELAY, QueueConfig, Retry};
 
 /// A workqueue of keys. Cheap to clone; clones share the queue.
@@ -36,7 +34,7 @@ impl<K> fmt::Debug for Queue<K> {
         let state = self.inner.lock();
         f.debug_struct("Queue")
             .field("queued", &state.ready.len())
-            .field("keys", &state.entries.len())
+            .field("keys", &state.live_keys())
             .field("processing", &state.processing)
             .field("delayed", &state.delayed.len())
             .field("shut_down", &state.shut_down)
@@ -56,18 +54,11 @@ where
     pub fn new(config: QueueConfig) -> Self {
         let stop = CancellationToken::new();
         let inner = Arc::new(Inner {
-            state: Mutex::new(State {
-                ready: VecDeque::new(),
-                entries: HashMap::default(),
-                delayed: DelayQueue::new(),
-                processing: 0,
-                shut_down: false,
-                backoff: config.backoff,
-                bucket: config.bucket,
-                max_retries: config.max_retries,
-            }),
-            ready: Notify::new(),
-            parked: AtomicUsize::new(0),
+            state: Mutex::new(State::new(
+                config.backoff,
+                config.bucket,
+                config.max_retries,
+            )),
             idle: Notify::new(),
             metrics: config.metrics,
             _timer: stop.clone().drop_guard(),
@@ -80,12 +71,11 @@ where
     /// is shut down; if a worker holds the key, it is handed out again once the guard settles.
     pub fn add(&self, key: K) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let woke = self
-            .inner
-            .lock()
-            .add(key, now, self.inner.metrics.as_deref());
-        if woke {
-            self.inner.wake(1);
+        let mut wake = Wake::default();
+        let added = self.inner.lock().add(key, now, &mut wake);
+        wake.run();
+        if added.counted {
+            count_add(self.inner.metrics.as_deref());
         }
     }
 
@@ -94,16 +84,20 @@ where
     /// so pass keys that are already at hand, not an iterator that waits or computes much.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let mut woke = 0;
+        let mut wake = Wake::default();
+        let mut counted = 0;
         {
             let mut state = self.inner.lock();
             for key in keys {
-                if state.add(key, now, self.inner.metrics.as_deref()) {
-                    woke += 1;
+                if state.add(key, now, &mut wake).counted {
+                    counted += 1;
                 }
             }
         }
-        self.inner.wake(woke);
+        wake.run();
+        for _ in 0..counted {
+            count_add(self.inner.metrics.as_deref());
+        }
     }
 
     /// Adds `key` after `delay`. If the key already waits for a delay, the earlier deadline
@@ -120,19 +114,23 @@ where
     /// quarantined; if not, nothing changes (the key is not added).
     pub fn release(&self, key: &K) -> bool {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let woke = {
+        let mut wake = Wake::default();
+        let added = {
             let mut state = self.inner.lock();
-            match state.entries.get_mut(key) {
-                Some(entry) if entry.quarantined => {
-                    entry.quarantined = false;
-                    entry.failures = 0;
-                    state.add(key.clone(), now, self.inner.metrics.as_deref())
-                }
-                _ => return false,
+            let Some(id) = state.find(key) else {
+                return false;
+            };
+            let slot = &mut state.slots[id as usize];
+            if !slot.quarantined {
+                return false;
             }
+            slot.quarantined = false;
+            slot.failures = 0;
+            state.enqueue(id, now, &mut wake)
         };
-        if woke {
-            self.inner.wake(1);
+        wake.run();
+        if added.counted {
+            count_add(self.inner.metrics.as_deref());
         }
         true
     }
@@ -140,46 +138,60 @@ where
     /// Waits for the next key and hands it out under a [`Guard`]. Returns `None` once the
     /// queue is shut down. Cancel-safe: a dropped call takes no key.
     pub async fn next(&self) -> Option<Guard<K>> {
-        loop {
-            if let Some(next) = self.try_next() {
-                return next;
-            }
-            let mut notified = pin!(self.inner.ready.notified());
-            notified.as_mut().enable();
-            let _parked = Parked::new(&self.inner.parked);
-            // Checked again after registering: an add between the first check and the
-            // registration above is seen here, a later one wakes us.
-            if let Some(next) = self.try_next() {
-                return next;
-            }
-            notified.await;
-        }
+        let mut wait = Wait {
+            queue: self,
+            ticket: None,
+        };
+        poll_fn(|cx| wait.poll(cx)).await
     }
 
     /// `Some(guard)` or `Some(None)` when shut down; `None` when nothing is ready.
+    #[cfg(test)]
     pub(super) fn try_next(&self) -> Option<Option<Guard<K>>> {
         let mut state = self.inner.lock();
         if state.shut_down {
             return Some(None);
         }
-        let (key, started) = state.pop(self.inner.metrics.as_deref())?;
+        let popped = state.pop()?;
         drop(state);
-        Some(Some(Guard {
+        Some(Some(self.guard(popped, None)))
+    }
+
+    /// The guard of a key just handed out; reports the hand-out (outside the lock). `now` is
+    /// the time when the caller read the clock already (with metrics only).
+    fn guard(&self, popped: Popped<K>, now: Option<Instant>) -> Guard<K> {
+        let started = self.inner.metrics.as_deref().map(|m| {
+            let now = now.unwrap_or_else(Instant::now);
+            m.handed_out(popped.queued_at.map(|at| now.saturating_duration_since(at)));
+            now
+        });
+        Guard {
             queue: self.clone(),
-            key: Some(key),
+            key: Some(popped.key),
+            slot: popped.slot,
             started,
-        }))
+        }
     }
 
     /// Stops the queue: adds are ignored, delayed keys are dropped, and `next()` returns
     /// `None` (waking every parked worker). Guards already handed out still settle.
     pub fn shutdown(&self) {
-        {
+        let waiters = {
             let mut state = self.inner.lock();
             state.shut_down = true;
             state.delayed.clear();
+            // The dropped delays leave their slots; free those with nothing else to remember.
+            for id in 0..state.slots.len() {
+                let slot = &mut state.slots[id];
+                if slot.key.is_some() && slot.delay.take().is_some() {
+                    state.free_if_idle(id as SlotId);
+                }
+            }
+            state.waiters.take_all()
+        };
+        for w in waiters {
+            w.wake();
         }
-        self.inner.ready.notify_waiters();
     }
 
     /// [`shutdown`](Self::shutdown), then waits until every handed-out guard has settled.
@@ -217,65 +229,68 @@ where
 
     /// How many consecutive times `key` was retried since its last success.
     pub fn failures(&self, key: &K) -> u32 {
-        self.inner.lock().entries.get(key).map_or(0, |e| e.failures)
+        let state = self.inner.lock();
+        state
+            .find(key)
+            .map_or(0, |id| state.slots[id as usize].failures)
     }
 
     /// Whether `key` is quarantined.
     pub fn is_quarantined(&self, key: &K) -> bool {
-        self.inner
-            .lock()
-            .entries
-            .get(key)
-            .is_some_and(|e| e.quarantined)
+        let state = self.inner.lock();
+        state
+            .find(key)
+            .is_some_and(|id| state.slots[id as usize].quarantined)
     }
 
-    /// Settles `key` as done and pops the next key under the same lock. Returns
+    /// Settles slot `slot` as done and pops the next key under the same lock. Returns
     /// `Some(Some(guard))`, `Some(None)` when shut down, or `None` when nothing is ready.
     pub(super) fn settle_done_and_pop(
         &self,
-        key: K,
+        slot: SlotId,
         started: Option<Instant>,
     ) -> Option<Option<Guard<K>>> {
-        let metrics = self.inner.metrics.as_deref();
+        let mut wake = Wake::default();
         let (popped, shut_down, idle) = {
             let mut state = self.inner.lock();
-            // If the key went back into `ready`, this worker takes a key at once, so the
-            // push needs no wake-up: every key still queued had one when it was added.
-            state.settle_done(key);
-            let popped = state.pop(metrics);
+            // If the key goes back into an empty `ready`, this worker takes it at once, so
+            // the push wakes nobody; behind other keys, it wakes a parked worker as any push.
+            let requeued_behind = !state.ready.is_empty();
+            state.settle_done(slot, requeued_behind.then_some(&mut wake));
+            let popped = state.pop();
             (
                 popped,
                 state.shut_down,
                 state.shut_down && state.processing == 0,
             )
         };
+        wake.run();
         if idle {
             self.inner.idle.notify_waiters();
         }
-        if let (Some(m), Some(started)) = (metrics, started) {
-            m.settled(started.elapsed());
-        }
+        // With metrics, one clock reading ends this key's work and starts the next one's.
+        let now = self.inner.metrics.as_deref().map(|m| {
+            let now = Instant::now();
+            if let Some(started) = started {
+                m.settled(now.saturating_duration_since(started));
+            }
+            now
+        });
         if shut_down {
             return Some(None);
         }
-        let (key, started) = popped?;
-        Some(Some(Guard {
-            queue: self.clone(),
-            key: Some(key),
-            started,
-        }))
+        Some(Some(self.guard(popped?, now)))
     }
 
-    pub(super) fn settle(&self, key: K, how: Settle, started: Option<Instant>) -> Retry {
+    pub(super) fn settle(&self, slot: SlotId, how: Settle, started: Option<Instant>) -> Retry {
         let metrics = self.inner.metrics.as_deref();
-        let (outcome, woke, idle) = {
+        let mut wake = Wake::default();
+        let (outcome, idle) = {
             let mut state = self.inner.lock();
-            let (outcome, woke) = state.settle(key, how, metrics);
-            (outcome, woke, state.shut_down && state.processing == 0)
+            let outcome = state.settle(slot, how, metrics, &mut wake);
+            (outcome, state.shut_down && state.processing == 0)
         };
-        if woke {
-            self.inner.wake(1);
-        }
+        wake.run();
         if idle {
             self.inner.idle.notify_waiters();
         }
@@ -286,19 +301,49 @@ where
     }
 }
 
-/// Counts a worker as parked for as long as it waits in `next()`, including when the wait is
-/// cancelled.
-pub(super) struct Parked<'a>(&'a AtomicUsize);
+/// One call of [`Queue::next`]: parked under a ticket while nothing is ready. If it is dropped
+/// after being woken but before taking a key, it passes the wake-up on, so a ready key never
+/// waits while another worker sleeps.
+struct Wait<'a, K> {
+    queue: &'a Queue<K>,
+    ticket: Option<u64>,
+}
 
-impl<'a> Parked<'a> {
-    pub(super) fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Self(count)
+impl<K> Wait<'_, K>
+where
+    K: Clone + Eq + Hash + Send + 'static,
+{
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Guard<K>>> {
+        let popped = {
+            let mut state = self.queue.inner.lock();
+            let popped = if state.shut_down { None } else { state.pop() };
+            if popped.is_none() && !state.shut_down {
+                state.waiters.park(&mut self.ticket, cx.waker());
+                return Poll::Pending;
+            }
+            if let Some(t) = self.ticket.take() {
+                state.waiters.unpark(t);
+            }
+            popped
+        };
+        Poll::Ready(popped.map(|p| self.queue.guard(p, None)))
     }
 }
 
-impl Drop for Parked<'_> {
+impl<K> Drop for Wait<'_, K> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let Some(ticket) = self.ticket else {
+            return;
+        };
+        let waker = {
+            let mut state = self.queue.inner.lock();
+            if state.waiters.unpark(ticket) || state.ready.is_empty() {
+                return;
+            }
+            state.waiters.pop()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 }

@@ -1,16 +1,35 @@
-//! The queue's shared state behind one mutex: the FIFO of ready keys, each key's entry
+//! The queue's shared state behind one mutex: the FIFO of ready keys, each key's slot
 //! (queued, held by a worker, dirty, waiting for a deadline, quarantined, its failures), the
-//! transitions between them, and the timer task that moves delayed keys into the queue.
+//! workers parked for a key, the transitions between them, and the timer task that moves
+//! delayed keys into the queue.
+//!
+//! # Layout
+//!
+//! Each key with anything to remember lives in one *slot* of a slab (`slots`, reused through
+//! `free`), and everything else refers to it by its slot number: the FIFO of ready keys, the
+//! delay queue and the [`Guard`](crate::Guard) of a handed-out key. A key is hashed once, when
+//! it is added: the index from keys to slots (`index`, a hash table of slot numbers that
+//! remembers each slot's hash) is searched only by `add` and by the queries that take a key.
+//! Handing out and settling go straight to the slot, and the FIFO holds 4-byte numbers, not
+//! keys, so the queue moves the caller's key into its slot instead of cloning it into the
+//! FIFO; the one clone left is the guard's copy.
+//!
+//! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
+//! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
+//! from the slots' stored hashes (once they are also half of all slots, so the rebuild's walk
+//! over the slots costs a few sequential reads per free). Settling a key thus writes only its slot: removing it from
+//! the index at once cost a cache miss per key on a deep queue (the index position is
+//! random), the largest single cost of a worker.
 
 use std::collections::VecDeque;
-use std::collections::hash_map::{self, HashMap};
 use std::future::poll_fn;
-use std::hash::Hash;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use hashbrown::HashTable;
+use hashbrown::hash_table;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -18,13 +37,15 @@ use tokio_util::time::{DelayQueue, delay_queue};
 
 use crate::{ExponentialBackoff, Hook, MAX_DELAY, Metrics, Retry, TokenBucket};
 
+/// A slot number: where a key's state lives in [`State::slots`].
+pub(super) type SlotId = u32;
+
+/// Stale index entries tolerated regardless of the live keys, so a small queue does not
+/// rebuild its index every few settles.
+pub(super) const STALE_MIN: usize = 1024;
+
 pub(super) struct Inner<K> {
     pub(super) state: Mutex<State<K>>,
-    /// Wakes workers parked in `next()`.
-    pub(super) ready: Notify,
-    /// How many workers are parked (or about to park) in `next()`; adds skip the wake-up when
-    /// it is zero, which keeps the producer's path free of `Notify`'s own lock.
-    pub(super) parked: AtomicUsize,
     /// Wakes `shutdown_with_drain` when the last guard settles.
     pub(super) idle: Notify,
     pub(super) metrics: Option<Hook>,
@@ -48,17 +69,26 @@ impl<K> Drop for Inner<K> {
 }
 
 /// Everything behind the lock. Invariants:
-/// - a key is in `ready` exactly when its entry is `queued && !processing`;
-/// - `processing` counts the entries with `processing` set;
-/// - an entry with nothing to remember (see [`Entry::is_idle`]) is removed.
+/// - a slot is in `ready` exactly when it is `queued && !processing`, and at most once;
+/// - `processing` counts the slots with `processing` set (the live guards);
+/// - a slot with nothing to remember (see [`Slot::is_idle`]) is freed: its key is dropped,
+///   it leaves `index`, and its number goes to `free`;
+/// - every slot with a key has one entry in `index`; other entries are stale (counted in
+///   `stale`) and match no key, because a key has at most one slot.
 ///
-/// The entry map uses foldhash (hashbrown's default hasher, randomly seeded) rather
-/// than SipHash: every add, hand-out and settle hashes the key once, and keys are object names,
-/// which the cluster's users choose but cannot make collide without knowing the seed.
+/// The index hashes with foldhash (hashbrown's default hasher, randomly seeded per queue)
+/// rather than SipHash: keys are object names, which the cluster's users choose but cannot
+/// make collide without knowing the seed, and the hash is computed once per add.
 pub(super) struct State<K> {
-    pub(super) ready: VecDeque<K>,
-    pub(super) entries: HashMap<K, Entry, foldhash::fast::RandomState>,
-    pub(super) delayed: DelayQueue<K>,
+    pub(super) ready: VecDeque<SlotId>,
+    pub(super) slots: Vec<Slot<K>>,
+    pub(super) free: Vec<SlotId>,
+    pub(super) index: HashTable<SlotId>,
+    /// Index entries whose slot was freed since the index was last rebuilt.
+    pub(super) stale: usize,
+    pub(super) hasher: foldhash::fast::RandomState,
+    pub(super) delayed: DelayQueue<SlotId>,
+    pub(super) waiters: Waiters,
     pub(super) processing: usize,
     pub(super) shut_down: bool,
     pub(super) backoff: ExponentialBackoff,
@@ -66,23 +96,40 @@ pub(super) struct State<K> {
     pub(super) max_retries: Option<u32>,
 }
 
-#[derive(Debug, Default)]
-pub(super) struct Entry {
+/// One key's state. A free slot has no key.
+#[derive(Debug)]
+pub(super) struct Slot<K> {
+    pub(super) key: Option<K>,
+    /// The key's hash, so the index can grow and drop the slot without hashing the key again.
+    pub(super) hash: u64,
     /// Added and not yet handed out (client-go's "dirty").
     pub(super) queued: bool,
     /// Held by a guard.
     pub(super) processing: bool,
-    /// Consecutive retries since the last success.
-    pub(super) failures: u32,
     /// Out of retries; adds are ignored until released.
     pub(super) quarantined: bool,
+    /// Consecutive retries since the last success.
+    pub(super) failures: u32,
     /// Where the key waits in the delay queue, if it does.
     pub(super) delay: Option<delay_queue::Key>,
     /// When the key was queued (kept only with metrics).
     pub(super) queued_at: Option<Instant>,
 }
 
-impl Entry {
+impl<K> Slot<K> {
+    fn new(key: K, hash: u64) -> Self {
+        Slot {
+            key: Some(key),
+            hash,
+            queued: false,
+            processing: false,
+            quarantined: false,
+            failures: 0,
+            delay: None,
+            queued_at: None,
+        }
+    }
+
     pub(super) fn is_idle(&self) -> bool {
         !self.queued
             && !self.processing
@@ -92,46 +139,195 @@ impl Entry {
     }
 }
 
-impl<K: Clone + Eq + Hash> State<K> {
-    /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
-    /// Returns whether the key went into `ready` (so a parked worker should wake).
-    pub(super) fn add(
-        &mut self,
-        key: K,
-        now: Option<Instant>,
-        metrics: Option<&dyn Metrics>,
-    ) -> bool {
-        if self.shut_down {
-            return false;
+/// The workers parked in `next()`, each with a ticket so a cancelled wait can take itself off
+/// the list. A newly ready key takes one waiter off and wakes it, so a burst of adds wakes
+/// each parked worker once rather than once per key, and adds find the list under the lock
+/// they already hold. The last to park is woken first: its thread is the likeliest to still
+/// be running.
+#[derive(Debug, Default)]
+pub(super) struct Waiters {
+    list: Vec<(u64, Waker)>,
+    next_ticket: u64,
+}
+
+impl Waiters {
+    /// Parks the caller under `ticket`, or refreshes its waker if it is still parked.
+    pub(super) fn park(&mut self, ticket: &mut Option<u64>, waker: &Waker) {
+        if let Some(t) = *ticket
+            && let Some((_, w)) = self.list.iter_mut().find(|(id, _)| *id == t)
+        {
+            if !w.will_wake(waker) {
+                w.clone_from(waker);
+            }
+            return;
         }
-        match self.entries.entry(key) {
-            hash_map::Entry::Occupied(o) => {
-                let entry = o.get();
-                if entry.queued || entry.quarantined {
-                    return false;
-                }
-                count_add(metrics);
-                let processing = entry.processing;
-                let (key, entry) = (o.key().clone(), o.into_mut());
-                entry.queued = true;
-                entry.queued_at = now;
-                if processing {
-                    // Settling the guard puts the key back into `ready`.
-                    return false;
-                }
-                self.ready.push_back(key);
+        let t = self.next_ticket;
+        self.next_ticket += 1;
+        self.list.push((t, waker.clone()));
+        *ticket = Some(t);
+    }
+
+    /// Takes `ticket` off the list; false if it was already taken off to be woken.
+    pub(super) fn unpark(&mut self, ticket: u64) -> bool {
+        match self.list.iter().position(|(id, _)| *id == ticket) {
+            Some(i) => {
+                self.list.swap_remove(i);
                 true
             }
-            hash_map::Entry::Vacant(v) => {
-                count_add(metrics);
-                self.ready.push_back(v.key().clone());
-                v.insert(Entry {
-                    queued: true,
-                    queued_at: now,
-                    ..Entry::default()
-                });
-                true
+            None => false,
+        }
+    }
+
+    /// Takes one parked worker off the list, to be woken once the lock is released.
+    pub(super) fn pop(&mut self) -> Option<Waker> {
+        self.list.pop().map(|(_, w)| w)
+    }
+
+    /// How many workers are parked.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Takes every parked worker off the list.
+    pub(super) fn take_all(&mut self) -> Vec<Waker> {
+        self.list.drain(..).map(|(_, w)| w).collect()
+    }
+}
+
+/// Wakers to call once the lock is released, so a woken worker never finds the lock held by
+/// its waker. One key wakes at most one worker, so one slot covers the common case.
+#[derive(Default)]
+pub(super) struct Wake(Vec<Waker>);
+
+impl Wake {
+    pub(super) fn push(&mut self, waker: Option<Waker>) {
+        if let Some(w) = waker {
+            self.0.push(w);
+        }
+    }
+
+    pub(super) fn run(self) {
+        for w in self.0 {
+            w.wake();
+        }
+    }
+}
+
+/// What an add did, for the caller to report and wake outside the lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Added {
+    /// The key was queued (the depth grew): count it.
+    pub(super) counted: bool,
+    /// The key went into `ready`: a parked worker should wake.
+    pub(super) ready: bool,
+}
+
+/// A handed-out key: its copy for the guard, its slot, and when it was queued (with metrics).
+pub(super) struct Popped<K> {
+    pub(super) key: K,
+    pub(super) slot: SlotId,
+    pub(super) queued_at: Option<Instant>,
+}
+
+impl<K> State<K> {
+    /// How many keys have a slot (anything to remember).
+    pub(super) fn live_keys(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    pub(super) fn new(
+        backoff: ExponentialBackoff,
+        bucket: TokenBucket,
+        max_retries: Option<u32>,
+    ) -> Self {
+        State {
+            ready: VecDeque::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            stale: 0,
+            hasher: foldhash::fast::RandomState::default(),
+            delayed: DelayQueue::new(),
+            waiters: Waiters::default(),
+            processing: 0,
+            shut_down: false,
+            backoff,
+            bucket,
+            max_retries,
+        }
+    }
+
+    /// The slot of `key`, if it has one.
+    pub(super) fn find(&self, key: &K) -> Option<SlotId> {
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&id| slots[id as usize].key.as_ref() == Some(key))
+            .copied()
+    }
+
+    /// The slot of `key`, made if it has none.
+    fn slot_of(&mut self, key: K) -> SlotId {
+        let hash = self.hasher.hash_one(&key);
+        let slots = &self.slots;
+        match self.index.entry(
+            hash,
+            |&id| slots[id as usize].key.as_ref() == Some(&key),
+            |&id| slots[id as usize].hash,
+        ) {
+            hash_table::Entry::Occupied(o) => *o.get(),
+            hash_table::Entry::Vacant(v) => {
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.slots[id as usize] = Slot::new(key, hash);
+                        id
+                    }
+                    None => {
+                        let id = SlotId::try_from(self.slots.len())
+                            .expect("fewer than 2^32 keys with pending work");
+                        self.slots.push(Slot::new(key, hash));
+                        id
+                    }
+                };
+                v.insert(id);
+                id
             }
+        }
+    }
+
+    /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
+    pub(super) fn add(&mut self, key: K, now: Option<Instant>, wake: &mut Wake) -> Added {
+        if self.shut_down {
+            return Added::default();
+        }
+        let id = self.slot_of(key);
+        self.enqueue(id, now, wake)
+    }
+
+    /// Queues the key of slot `id` (see [`add`](Self::add)); frees the slot if it stays idle.
+    pub(super) fn enqueue(&mut self, id: SlotId, now: Option<Instant>, wake: &mut Wake) -> Added {
+        let slot = &mut self.slots[id as usize];
+        if self.shut_down || slot.queued || slot.quarantined {
+            self.free_if_idle(id);
+            return Added::default();
+        }
+        slot.queued = true;
+        slot.queued_at = now;
+        if slot.processing {
+            // Settling the guard puts the key back into `ready`.
+            return Added {
+                counted: true,
+                ready: false,
+            };
+        }
+        self.ready.push_back(id);
+        wake.push(self.waiters.pop());
+        Added {
+            counted: true,
+            ready: true,
         }
     }
 
@@ -140,106 +336,90 @@ impl<K: Clone + Eq + Hash> State<K> {
         if self.shut_down {
             return;
         }
-        match self.entries.entry(key) {
-            hash_map::Entry::Occupied(o) => {
-                if o.get().quarantined {
-                    return;
-                }
-                match o.get().delay {
-                    Some(ref dk) => {
-                        if when < self.delayed.deadline(dk) {
-                            self.delayed.reset_at(dk, when);
-                        }
-                    }
-                    None => {
-                        let dk = self.delayed.insert_at(o.key().clone(), when);
-                        o.into_mut().delay = Some(dk);
-                    }
+        let id = self.slot_of(key);
+        self.enqueue_at(id, when);
+    }
+
+    /// Schedules slot `id` to be queued at `when` (see [`add_at`](Self::add_at)).
+    pub(super) fn enqueue_at(&mut self, id: SlotId, when: Instant) {
+        let slot = &mut self.slots[id as usize];
+        if self.shut_down || slot.quarantined {
+            self.free_if_idle(id);
+            return;
+        }
+        match slot.delay {
+            Some(ref dk) => {
+                if when < self.delayed.deadline(dk) {
+                    self.delayed.reset_at(dk, when);
                 }
             }
-            hash_map::Entry::Vacant(v) => {
-                let dk = self.delayed.insert_at(v.key().clone(), when);
-                v.insert(Entry {
-                    delay: Some(dk),
-                    ..Entry::default()
-                });
-            }
+            None => slot.delay = Some(self.delayed.insert_at(id, when)),
         }
     }
 
     /// Hands out the next ready key.
-    pub(super) fn pop(&mut self, metrics: Option<&dyn Metrics>) -> Option<(K, Option<Instant>)> {
+    pub(super) fn pop(&mut self) -> Option<Popped<K>> {
         if self.shut_down {
             return None;
         }
-        let key = self.ready.pop_front()?;
-        let entry = self
-            .entries
-            .get_mut(&key)
-            .expect("a ready key has an entry");
-        entry.queued = false;
-        entry.processing = true;
+        let id = self.ready.pop_front()?;
+        let slot = &mut self.slots[id as usize];
+        slot.queued = false;
+        slot.processing = true;
         self.processing += 1;
-        let queued_at = entry.queued_at.take();
-        let started = match metrics {
-            Some(m) => {
-                let now = Instant::now();
-                m.handed_out(queued_at.map(|at| now.saturating_duration_since(at)));
-                Some(now)
-            }
-            None => None,
-        };
-        Some((key, started))
+        Some(Popped {
+            key: slot.key.clone().expect("a ready slot has a key"),
+            slot: id,
+            queued_at: slot.queued_at.take(),
+        })
     }
 
-    /// Settles a handed-out key. Returns what a retry did and whether the key went back into
-    /// `ready`.
+    /// Settles a handed-out key. Returns what a retry did.
     pub(super) fn settle(
         &mut self,
-        key: K,
+        id: SlotId,
         how: Settle,
         metrics: Option<&dyn Metrics>,
-    ) -> (Retry, bool) {
+        wake: &mut Wake,
+    ) -> Retry {
         if let Settle::Done = how {
-            return (Retry::After(Duration::ZERO), self.settle_done(key));
+            self.settle_done(id, Some(wake));
+            return Retry::After(Duration::ZERO);
         }
         let now = Instant::now();
         let max_retries = self.max_retries;
         let shut_down = self.shut_down;
-        let entry = self
-            .entries
-            .get_mut(&key)
-            .expect("a handed-out key has an entry");
-        debug_assert!(entry.processing, "a handed-out key is processing");
-        entry.processing = false;
+        let slot = &mut self.slots[id as usize];
+        debug_assert!(slot.processing, "a handed-out key is processing");
+        slot.processing = false;
         self.processing -= 1;
         let mut schedule = None;
         let outcome = match how {
             Settle::Done => {
-                entry.failures = 0;
+                slot.failures = 0;
                 Retry::After(Duration::ZERO)
             }
             Settle::After(delay) => {
-                entry.failures = 0;
+                slot.failures = 0;
                 schedule = Some(delay);
                 Retry::After(delay)
             }
             Settle::Retry if shut_down => Retry::ShutDown,
-            Settle::Retry if max_retries.is_some_and(|max| entry.failures >= max) => {
-                entry.failures = entry.failures.saturating_add(1);
-                if entry.queued {
+            Settle::Retry if max_retries.is_some_and(|max| slot.failures >= max) => {
+                slot.failures = slot.failures.saturating_add(1);
+                if slot.queued {
                     Retry::Pending
                 } else {
-                    entry.quarantined = true;
+                    slot.quarantined = true;
                     Retry::Quarantined
                 }
             }
             Settle::Retry => {
                 let delay = self
                     .backoff
-                    .delay(entry.failures)
+                    .delay(slot.failures)
                     .max(self.bucket.reserve(now));
-                entry.failures = entry.failures.saturating_add(1);
+                slot.failures = slot.failures.saturating_add(1);
                 if let Some(m) = metrics {
                     m.retried();
                 }
@@ -247,45 +427,76 @@ impl<K: Clone + Eq + Hash> State<K> {
                 Retry::After(delay)
             }
         };
-        let requeue = entry.queued && !shut_down;
-        if requeue {
-            self.ready.push_back(key.clone());
+        if slot.queued && !shut_down {
+            self.ready.push_back(id);
+            wake.push(self.waiters.pop());
         }
         match schedule {
-            Some(delay) if !delay.is_zero() => self.add_at(key, now + delay.min(MAX_DELAY)),
+            Some(delay) if !delay.is_zero() => self.enqueue_at(id, now + delay.min(MAX_DELAY)),
             Some(_) => {
-                let woke = self.add(key, metrics.map(|_| now), metrics);
-                return (outcome, requeue || woke);
+                if self.enqueue(id, metrics.map(|_| now), wake).counted {
+                    count_add(metrics);
+                }
             }
-            None => self.remove_if_idle(&key),
+            None => self.free_if_idle(id),
         }
-        (outcome, requeue)
+        outcome
     }
 
-    /// The common case of [`settle`](Self::settle), with one hash lookup.
-    pub(super) fn settle_done(&mut self, key: K) -> bool {
-        let hash_map::Entry::Occupied(mut o) = self.entries.entry(key) else {
-            unreachable!("a handed-out key has an entry");
-        };
-        let entry = o.get_mut();
-        debug_assert!(entry.processing, "a handed-out key is processing");
-        entry.processing = false;
-        entry.failures = 0;
+    /// The common case of [`settle`](Self::settle): a success.
+    /// Without `wake`, a key that goes back into `ready` wakes nobody (the caller takes it).
+    pub(super) fn settle_done(&mut self, id: SlotId, wake: Option<&mut Wake>) {
+        let slot = &mut self.slots[id as usize];
+        debug_assert!(slot.processing, "a handed-out key is processing");
+        slot.processing = false;
+        slot.failures = 0;
         self.processing -= 1;
-        if entry.queued && !self.shut_down {
-            self.ready.push_back(o.key().clone());
-            return true;
+        if slot.queued && !self.shut_down {
+            self.ready.push_back(id);
+            if let Some(wake) = wake {
+                wake.push(self.waiters.pop());
+            }
+            return;
         }
-        if entry.is_idle() {
-            o.remove();
-        }
-        false
+        self.free_if_idle(id);
     }
 
-    pub(super) fn remove_if_idle(&mut self, key: &K) {
-        if self.entries.get(key).is_some_and(Entry::is_idle) {
-            self.entries.remove(key);
+    /// Frees slot `id` if it has nothing to remember: its key is dropped and it leaves the
+    /// index.
+    pub(super) fn free_if_idle(&mut self, id: SlotId) {
+        let slot = &mut self.slots[id as usize];
+        if !slot.is_idle() {
+            return;
         }
+        slot.key = None;
+        self.free.push(id);
+        self.stale += 1;
+        // The rebuild walks every slot, so it waits until the stale entries are at least
+        // half of the slots as well as more than the live keys: a few reads per free.
+        if self.stale > STALE_MIN
+            && self.stale > self.live_keys()
+            && 2 * self.stale > self.slots.len()
+        {
+            self.rebuild_index();
+        }
+    }
+
+    /// Rebuilds the index from the slots with a key, dropping its stale entries. Amortised
+    /// over the frees that made them, it costs a few sequential reads per free instead of
+    /// the random one an immediate removal costs.
+    fn rebuild_index(&mut self) {
+        let slots = &self.slots;
+        self.index.clear();
+        self.index
+            .shrink_to(self.live_keys(), |&id| slots[id as usize].hash);
+        for (id, slot) in slots.iter().enumerate() {
+            if slot.key.is_some() {
+                let id = SlotId::try_from(id).expect("slot numbers fit in a SlotId");
+                self.index
+                    .insert_unique(slot.hash, id, |&x| slots[x as usize].hash);
+            }
+        }
+        self.stale = 0;
     }
 }
 
@@ -314,14 +525,6 @@ impl<K> Inner<K> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-
-    /// Wakes parked workers for `n` newly ready keys.
-    pub(super) fn wake(&self, n: usize) {
-        let parked = self.parked.load(Ordering::SeqCst);
-        for _ in 0..n.min(parked) {
-            self.ready.notify_one();
-        }
-    }
 }
 
 impl<K> Inner<K>
@@ -331,24 +534,24 @@ where
     /// Moves expired delays into `ready`. Registers `cx` to be woken by the next deadline or
     /// by an earlier insertion.
     pub(super) fn poll_delayed(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let mut woke = 0;
+        let mut wake = Wake::default();
+        let mut added = 0;
         let shut_down = {
             let mut state = self.lock();
             let now = self.metrics.as_deref().map(|_| Instant::now());
             while let Poll::Ready(Some(expired)) = state.delayed.poll_expired(cx) {
-                let key = expired.into_inner();
-                if let Some(entry) = state.entries.get_mut(&key) {
-                    entry.delay = None;
-                }
-                if state.add(key.clone(), now, self.metrics.as_deref()) {
-                    woke += 1;
-                } else {
-                    state.remove_if_idle(&key);
+                let id = expired.into_inner();
+                state.slots[id as usize].delay = None;
+                if state.enqueue(id, now, &mut wake).counted {
+                    added += 1;
                 }
             }
             state.shut_down
         };
-        self.wake(woke);
+        wake.run();
+        for _ in 0..added {
+            count_add(self.metrics.as_deref());
+        }
         if shut_down {
             Poll::Ready(())
         } else {

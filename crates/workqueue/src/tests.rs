@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use super::*;
+use crate::state::STALE_MIN;
 
 fn queue() -> Queue<&'static str> {
     Queue::new(QueueConfig::default())
@@ -90,7 +91,7 @@ async fn done_and_next_settles_and_hands_out_in_order() {
     q.shutdown();
     assert!(a_again.done_and_next().await.is_none());
     assert_eq!(q.processing(), 0);
-    assert_eq!(q.inner.lock().entries.len(), 0);
+    assert_eq!(q.inner.lock().live_keys(), 0);
 }
 
 #[tokio::test]
@@ -118,7 +119,7 @@ async fn a_key_added_while_processing_runs_exactly_once_more() {
     assert_eq!(drain_now(&q), vec!["a"]);
     assert!(q.is_empty());
     assert_eq!(
-        q.inner.lock().entries.len(),
+        q.inner.lock().live_keys(),
         0,
         "settled keys leave no entry behind"
     );
@@ -203,7 +204,7 @@ async fn a_producer_thread_and_two_workers_settle_every_key() {
         "settled {} of {n}; {:?}; parked {}",
         settled.load(Ordering::SeqCst),
         q,
-        q.inner.parked.load(Ordering::SeqCst)
+        q.inner.lock().waiters.len()
     );
     q.shutdown();
     for w in workers {
@@ -380,7 +381,201 @@ async fn a_cancelled_next_takes_no_key() {
     let q = queue();
     let waited = tokio::time::timeout(Duration::from_millis(10), q.next()).await;
     assert!(waited.is_err());
-    assert_eq!(q.inner.parked.load(Ordering::SeqCst), 0);
+    assert_eq!(q.inner.lock().waiters.len(), 0);
     q.add("a");
     assert_eq!(drain_now(&q), vec!["a"]);
+}
+
+/// A stress test of the slab, the index and the parked-worker list together: a producer
+/// thread adds 64 keys at random, 16 workers take them, some cancel their waits, some fail
+/// and retry after a tiny backoff. No key is ever held twice at once, and no add is lost:
+/// every key's last hand-out started after its last add. At the end every slot is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
+    use rand::{Rng, SeedableRng};
+    const KEYS: usize = 64;
+    const ADDS: usize = 40_000;
+    let q: Queue<String> = Queue::new(
+        QueueConfig::default()
+            .backoff(ExponentialBackoff::new(
+                Duration::from_micros(100),
+                Duration::from_millis(1),
+            ))
+            .token_bucket(TokenBucket::unlimited()),
+    );
+    let names: Arc<Vec<String>> = Arc::new((0..KEYS).map(|i| format!("ns/obj-{i}")).collect());
+    // How many adds each key has had (bumped before the add), and what its latest hand-out
+    // saw when it started.
+    let added: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+    let seen: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+    let held = Arc::new(Mutex::new(HashSet::new()));
+    let mut workers = Vec::new();
+    for worker in 0..16u64 {
+        let (q, names, added, seen, held) = (
+            q.clone(),
+            names.clone(),
+            added.clone(),
+            seen.clone(),
+            held.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(worker);
+            let index = |key: &str| names.iter().position(|n| n == key).expect("a known key");
+            loop {
+                // A quarter of the workers give up waiting now and then (a cancelled next).
+                let guard = if worker % 4 == 0 {
+                    tokio::select! {
+                        guard = q.next() => guard,
+                        () = tokio::task::yield_now() => continue,
+                    }
+                } else {
+                    q.next().await
+                };
+                let Some(guard) = guard else { break };
+                let i = index(guard.key());
+                assert!(held.lock().expect("lock").insert(i), "key {i} held twice");
+                seen[i].store(added[i].load(Ordering::SeqCst), Ordering::SeqCst);
+                if rng.random_bool(0.3) {
+                    tokio::task::yield_now().await;
+                }
+                assert!(held.lock().expect("lock").remove(&i));
+                if rng.random_bool(0.05) {
+                    let _ = guard.retry();
+                } else {
+                    drop(guard);
+                }
+            }
+        }));
+    }
+    let producer = {
+        let (q, names, added) = (q.clone(), names.clone(), added.clone());
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6f7265);
+            for _ in 0..ADDS {
+                let i = rng.random_range(0..KEYS);
+                added[i].fetch_add(1, Ordering::SeqCst);
+                q.add(names[i].clone());
+            }
+        })
+    };
+    producer.join().expect("the producer did not panic");
+    let quiet = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let caught_up = (0..KEYS)
+                .all(|i| seen[i].load(Ordering::SeqCst) == added[i].load(Ordering::SeqCst));
+            if caught_up && q.is_empty() && q.processing() == 0 && q.inner.lock().live_keys() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let lagging: Vec<_> = (0..KEYS)
+        .filter(|&i| seen[i].load(Ordering::SeqCst) != added[i].load(Ordering::SeqCst))
+        .collect();
+    assert!(
+        quiet.is_ok(),
+        "keys whose last add never ran: {lagging:?}; {q:?}"
+    );
+    {
+        let state = q.inner.lock();
+        assert_eq!(state.free.len(), state.slots.len(), "every slot is free");
+        assert!(state.slots.iter().all(|s| s.key.is_none()));
+    }
+    q.shutdown();
+    for w in workers {
+        w.await.expect("worker did not panic");
+    }
+}
+
+#[tokio::test]
+async fn stale_index_entries_stay_bounded_and_live_keys_stay_found() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default().max_retries(0));
+    // Key 0 keeps state (quarantined) while 10 000 other keys come and go.
+    q.add(0);
+    let guard = q.next().await.expect("key 0");
+    assert_eq!(guard.retry(), Retry::Quarantined);
+    for key in 1..10_000 {
+        q.add(key);
+        q.next().await.expect("the key just added").done();
+        let state = q.inner.lock();
+        assert!(
+            state.index.len() <= 2 * state.live_keys() + STALE_MIN + 1,
+            "{} index entries for {} live keys",
+            state.index.len(),
+            state.live_keys()
+        );
+    }
+    assert!(
+        q.is_quarantined(&0),
+        "the live key is still found after rebuilds"
+    );
+    assert!(!q.is_quarantined(&1));
+    q.add(0);
+    assert!(q.is_empty(), "a quarantined key ignores adds");
+    assert!(q.release(&0));
+    assert_eq!(*q.next().await.expect("released").key(), 0);
+}
+
+/// Records whether it was woken.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_woken_wait_that_is_dropped_passes_the_wake_up_on() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let q = queue();
+    let (first, second) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+    let (first_waker, second_waker) = (Waker::from(first.clone()), Waker::from(second.clone()));
+    let mut a = Box::pin(q.next());
+    let mut b = Box::pin(q.next());
+    assert!(
+        a.as_mut()
+            .poll(&mut Context::from_waker(&first_waker))
+            .is_pending()
+    );
+    assert!(
+        b.as_mut()
+            .poll(&mut Context::from_waker(&second_waker))
+            .is_pending()
+    );
+    assert_eq!(q.inner.lock().waiters.len(), 2);
+    // One key wakes one parked worker: the last to park.
+    q.add("a");
+    assert!(second.0.load(Ordering::SeqCst) && !first.0.load(Ordering::SeqCst));
+    // It gives up before taking the key, so the other one is woken and takes it.
+    drop(b);
+    assert!(first.0.load(Ordering::SeqCst), "the wake-up was passed on");
+    match a.as_mut().poll(&mut Context::from_waker(&first_waker)) {
+        Poll::Ready(Some(guard)) => assert_eq!(*guard.key(), "a"),
+        other => panic!("expected the key, got {}", other.is_pending()),
+    }
+    assert_eq!(q.inner.lock().waiters.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_frees_the_slots_that_only_waited_for_a_deadline() {
+    let q = queue();
+    q.add_after("later", Duration::from_secs(1));
+    q.add("held");
+    let held = q.next().await.expect("held");
+    q.add_after("held", Duration::from_secs(1));
+    assert_eq!(q.inner.lock().live_keys(), 2);
+    q.shutdown();
+    assert_eq!(
+        q.inner.lock().live_keys(),
+        1,
+        "only the held key keeps its slot"
+    );
+    drop(held);
+    assert_eq!(q.inner.lock().live_keys(), 0);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(q.next().await.is_none());
 }

@@ -358,14 +358,30 @@ pub fn total_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs_replicas(rs)).sum()
 }
 
+/// The pods the ReplicaSets may have at once: each counts as the larger of its
+/// `spec.replicas` and its `status.replicas`, so a ReplicaSet that was scaled down but whose
+/// surplus pods are not yet being deleted still counts them.
+pub fn pods_in_flight(rss: &[&ReplicaSet]) -> i32 {
+    rss.iter()
+        .map(|rs| rs_replicas(rs).max(rs_actual(rs)))
+        .sum()
+}
+
 /// How many replicas the new ReplicaSet may have now: for RollingUpdate, as many more as
 /// maxSurge allows above the replicas, up to the replicas; for Recreate, the replicas.
+///
+/// Kubernetes counts the ReplicaSets' `spec.replicas` only, so between an old ReplicaSet's
+/// scale-down and its controller deleting the pods, the new ReplicaSet's pods can already
+/// exist beside them: more than replicas + maxSurge pods for a moment, and for longer when a
+/// new controller-manager leader takes over with both writes outstanding. kore counts what
+/// `status.replicas` still reports too ([`pods_in_flight`]): the new ReplicaSet grows once
+/// the old pods are gone.
 pub fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new: &ReplicaSet) -> i32 {
     let replicas = replicas_of(d);
     if is_recreate(d) {
         return replicas;
     }
-    let current = total_replicas(all);
+    let current = pods_in_flight(all);
     let max_total = replicas + max_surge(d);
     if current >= max_total {
         return rs_replicas(new);
