@@ -92,6 +92,11 @@ struct Args {
     /// Reduced sizes: a smoke test of a suite, not a result.
     #[arg(long)]
     quick: bool,
+    /// How many times the measurements with a peer (etcd, kube-runtime, …) run, kore and the
+    /// peer alternately; the tables report the median ratio and its spread. Default 3, 1 with
+    /// `--quick`.
+    #[arg(long)]
+    rounds: Option<usize>,
 }
 
 /// The suites beside the API server's.
@@ -119,33 +124,53 @@ impl Suite {
     }
 }
 
-/// Runs one suite's measurements, in order.
+/// Runs one suite's measurements, in order, `rounds` times for the parts whose rows have a
+/// peer (kore and the peer alternate inside each part) and once for the others; the rounds
+/// are combined into medians and spreads.
 async fn run_suite(
     suite: Suite,
     quick: bool,
+    rounds: usize,
     kore: Option<&Path>,
-) -> anyhow::Result<Vec<suite::Row>> {
+) -> anyhow::Result<Vec<suite::Measured>> {
     let mut rows = Vec::new();
-    match suite {
-        Suite::Runtime => {
-            rows.extend(runtime_queue::run(quick).await?);
-            // `KORE_BENCH_RUNTIME=queue`: the workqueue rows alone.
-            if !runtime_queue::queue_only() {
-                rows.extend(runtime_cache::run(quick).await?);
-                rows.extend(manager::run(quick).await?);
+    for round in 0..rounds.max(1) {
+        let first = round == 0;
+        if !first {
+            eprintln!("kore-bench: round {} of {rounds}", round + 1);
+        }
+        match suite {
+            Suite::Runtime => {
+                rows.extend(runtime_queue::run(quick).await?);
+                // `KORE_BENCH_RUNTIME=queue`: the workqueue rows alone.
+                if !runtime_queue::queue_only() {
+                    rows.extend(runtime_cache::run(quick).await?);
+                    if first {
+                        rows.extend(manager::run(quick).await?);
+                    }
+                }
+            }
+            Suite::Crd => {
+                if first {
+                    rows.extend(schema::run(quick).await?);
+                }
+                rows.extend(crd::run(quick).await?);
+                if first {
+                    rows.extend(gc::run(quick).await?);
+                    rows.extend(apply::run(quick).await?);
+                    rows.extend(rbac::run(quick).await?);
+                }
+            }
+            Suite::Operators => rows.extend(operators::run(quick, first).await?),
+            Suite::Workloads => {
+                // No row of this suite has a measured peer: one round.
+                if first {
+                    rows.extend(workloads::run(quick, kore).await?);
+                }
             }
         }
-        Suite::Crd => {
-            rows.extend(schema::run(quick).await?);
-            rows.extend(crd::run(quick).await?);
-            rows.extend(gc::run(quick).await?);
-            rows.extend(apply::run(quick).await?);
-            rows.extend(rbac::run(quick).await?);
-        }
-        Suite::Operators => rows.extend(operators::run(quick).await?),
-        Suite::Workloads => rows.extend(workloads::run(quick, kore).await?),
     }
-    Ok(rows)
+    Ok(suite::combine(rows))
 }
 
 /// The measurements `--only` can pick.
@@ -188,6 +213,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.scratch.display()))?;
     let scratch = std::fs::canonicalize(&args.scratch)?;
     let machine = machine(&scratch);
+    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
     if let Some(which) = args.suite {
         eprintln!("kore-bench: suite {}", which.name());
         let kore = args
@@ -195,11 +221,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .as_deref()
             .map(std::fs::canonicalize)
             .transpose()?;
-        let rows = run_suite(which, args.quick, kore.as_deref()).await?;
+        let rounds = match which {
+            Suite::Workloads => 1,
+            _ => rounds,
+        };
+        let rows = run_suite(which, args.quick, rounds, kore.as_deref()).await?;
         let results = suite::SuiteResults {
             suite: which.name(),
             machine: &machine,
             quick: args.quick,
+            rounds,
             rows: &rows,
         };
         return suite::write(&args.out, &results);
@@ -240,22 +271,54 @@ async fn run(args: Args) -> anyhow::Result<()> {
         scenarios::process_start(&settings, Storage::Memory).await?,
         scenarios::process_start(&settings, Storage::Durable).await?,
     ];
-    eprintln!("kore-bench: creates/s, in memory");
-    let (kore_memory, sample) = scenarios::kore_creates(&settings, Storage::Memory).await?;
-    eprintln!("kore-bench: creates/s, durable");
-    let (kore_durable, _) = scenarios::kore_creates(&settings, Storage::Durable).await?;
-    let etcd = match &args.etcd {
-        Some(etcd) => {
-            let version = procs::etcd_version(etcd)?;
-            eprintln!("kore-bench: puts/s, {version}");
-            let runs = scenarios::etcd_puts(&settings, etcd.clone(), sample.clone()).await?;
-            Peer {
-                version: Some(version),
-                unavailable: None,
-                puts: scenarios::best_per_level(&runs),
-                runs,
+    // The throughput rows have a peer (etcd): kore in memory, kore durable and etcd run in
+    // turn, `rounds` times, and the table reports the median ratio and its spread.
+    let etcd_version = match &args.etcd {
+        Some(etcd) => Some(procs::etcd_version(etcd)?),
+        None => None,
+    };
+    let mut creates_rounds = Vec::new();
+    let mut sample = None;
+    for round in 0..rounds {
+        eprintln!(
+            "kore-bench: creates/s, in memory (round {} of {rounds})",
+            round + 1
+        );
+        let (kore_memory, s) = scenarios::kore_creates(&settings, Storage::Memory).await?;
+        eprintln!(
+            "kore-bench: creates/s, durable (round {} of {rounds})",
+            round + 1
+        );
+        let (kore_durable, _) = scenarios::kore_creates(&settings, Storage::Durable).await?;
+        let etcd_runs = match (&args.etcd, &etcd_version) {
+            (Some(etcd), Some(version)) => {
+                eprintln!(
+                    "kore-bench: puts/s, {version} (round {} of {rounds})",
+                    round + 1
+                );
+                scenarios::etcd_puts(&settings, etcd.clone(), s.clone()).await?
             }
-        }
+            _ => Vec::new(),
+        };
+        creates_rounds.push(report::CreatesRound {
+            kore_memory,
+            kore_durable,
+            etcd: scenarios::best_per_level(&etcd_runs),
+            etcd_runs,
+        });
+        sample = Some(s);
+    }
+    let sample = sample.context("no throughput round ran")?;
+    let etcd = match etcd_version {
+        Some(version) => Peer {
+            version: Some(version),
+            unavailable: None,
+            puts: report::median_per_level(creates_rounds.iter().map(|r| &r.etcd[..])),
+            runs: creates_rounds
+                .iter()
+                .flat_map(|r| r.etcd_runs.iter().cloned())
+                .collect(),
+        },
         None => {
             let why = args
                 .etcd_unavailable
@@ -270,6 +333,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     };
+    let kore_memory = report::median_per_level(creates_rounds.iter().map(|r| &r.kore_memory[..]));
+    let kore_durable = report::median_per_level(creates_rounds.iter().map(|r| &r.kore_durable[..]));
     eprintln!("kore-bench: list and watch fan-out");
     let (list, watch) = scenarios::list_and_watch(&settings).await?;
     eprintln!("kore-bench: resident memory");
@@ -284,6 +349,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         kore_memory,
         kore_durable,
         etcd,
+        creates_rounds,
         list,
         watch,
         process_start,

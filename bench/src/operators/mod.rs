@@ -145,8 +145,10 @@ impl Outcome {
 }
 
 /// Runs the suite; `quick` shrinks it to 500 ConfigMapSyncs, 100 Foos and 5 idle seconds.
-pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
-    let sizes = if quick {
+/// Only the `first` round has the idle period and the Foos (rows without a peer); the later
+/// rounds repeat the configmap-sync runs, each implementation in turn, for the median ratios.
+pub(crate) async fn run(quick: bool, first: bool) -> anyhow::Result<Vec<Row>> {
+    let mut sizes = if quick {
         Sizes {
             sources: 10,
             destinations: 50,
@@ -163,6 +165,17 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
             timeout: Duration::from_secs(600),
         }
     };
+    // KORE_BENCH_OPERATORS_IDLE=SECONDS shortens the idle period (to study CPU or time; the
+    // idle-writes rows then cover only that long).
+    if let Some(idle) = std::env::var("KORE_BENCH_OPERATORS_IDLE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        sizes.idle = Duration::from_secs(idle);
+    }
+    if !first {
+        sizes.idle = Duration::ZERO;
+    }
     // Every implementation gets what kore's operator gets by default.
     let concurrency = kore_configmap_sync::Options::default().max_concurrent_reconciles;
     // KORE_BENCH_OPERATORS=kore,naive runs only those (to study one; no rows without kore
@@ -203,9 +216,13 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         );
         wide.push(configmap_sync(implementation, &busy, WIDE).await?);
     }
-    eprintln!("kore-bench: operators: {} Foos, kore", sizes.foos);
-    let foo_run = foos(&sizes, concurrency).await?;
-    let mut rows = rows(&sizes, concurrency, &cms, &foo_run);
+    let foo_run = if first {
+        eprintln!("kore-bench: operators: {} Foos, kore", sizes.foos);
+        Some(foos(&sizes, concurrency).await?)
+    } else {
+        None
+    };
+    let mut rows = rows(&sizes, concurrency, &cms, foo_run.as_ref());
     rows.extend(wide_rows(&sizes, &wide));
     Ok(rows)
 }

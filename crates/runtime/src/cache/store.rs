@@ -211,6 +211,10 @@ impl<K> Index<K> {
 pub(crate) struct Packed<K> {
     pub(crate) entry: Entry,
     pub(crate) obj: Arc<K>,
+    /// The entry has the key and resourceVersion but no packed bytes: when the object was
+    /// parsed the cache held this version or a newer one ([`Store::pack_event`]). `apply`
+    /// packs it after all should that no longer hold, so hollow bytes are never stored.
+    pub(crate) hollow: bool,
 }
 
 /// An object of a list being built: packed, with its index values computed at once so the
@@ -456,6 +460,55 @@ impl<K: DeserializeOwned> Store<K> {
         Ok(Self::packed(obj, &scratch))
     }
 
+    /// Like [`Store::pack_typed`] for a watch event or a write's answer, except that an
+    /// object the cache already holds at this resourceVersion or a newer one (or deleted
+    /// after it) is left unpacked: applying it changes nothing, so packing it would be waste.
+    /// The watch event of each write a `CachedClient` recorded is such an object.
+    pub(crate) fn pack_event(&self, obj: K) -> Result<Packed<K>, super::typed::EncodeError>
+    where
+        K: kube::Resource + serde::Serialize,
+    {
+        let rv = parse_rv(obj.meta().resource_version.as_deref());
+        let key = ObjectKey::of(&obj).to_string();
+        if rv != 0 && self.holds_at_least(&key, rv) {
+            return Ok(Packed {
+                entry: Entry::new(&key, rv, &[]),
+                obj: Arc::new(obj),
+                hollow: true,
+            });
+        }
+        self.pack_typed(obj)
+    }
+
+    /// Whether applying version `rv` of `key` would be stale (see [`Store::apply`]).
+    fn holds_at_least(&self, key: &str, rv: u64) -> bool {
+        let state = self.read();
+        Self::is_stale(&state, key, rv)
+    }
+
+    fn is_stale(state: &State<K>, key: &str, rv: u64) -> bool {
+        rv != 0
+            && (state.tombstones.get(key).is_some_and(|&dead| rv <= dead)
+                || state
+                    .entries
+                    .get(key)
+                    .is_some_and(|cur| cur.rv() != 0 && rv <= cur.rv()))
+    }
+
+    /// `packed` with its bytes, when it was left hollow.
+    fn filled(&self, packed: &Packed<K>) -> Result<Packed<K>, super::typed::EncodeError>
+    where
+        K: serde::Serialize,
+    {
+        let mut scratch = self.scratch();
+        self.shared.dict.encode_typed(&*packed.obj, &mut scratch)?;
+        Ok(Packed {
+            entry: Entry::new(packed.entry.key(), packed.entry.rv(), &scratch),
+            obj: Arc::clone(&packed.obj),
+            hollow: false,
+        })
+    }
+
     /// The store's packing buffer, emptied.
     fn scratch(&self) -> MutexGuard<'_, Vec<u8>> {
         let mut scratch = self
@@ -477,11 +530,27 @@ impl<K: DeserializeOwned> Store<K> {
         Packed {
             entry: Entry::new(&key, rv, bytes),
             obj: Arc::new(obj),
+            hollow: false,
         }
     }
 
     /// Keeps what a list being built needs of `packed`, dropping the decoded object.
-    pub(crate) fn listed(&self, packed: Packed<K>) -> Listed {
+    pub(crate) fn listed(&self, packed: Packed<K>) -> Listed
+    where
+        K: serde::Serialize,
+    {
+        // Listed objects are packed by `pack_typed`, never hollow; should one be, fill it.
+        let packed = if packed.hollow {
+            match self.filled(&packed) {
+                Ok(full) => full,
+                Err(e) => {
+                    tracing::warn!(error = %e, key = packed.entry.key(), "packing a listed object failed");
+                    packed
+                }
+            }
+        } else {
+            packed
+        };
         let index = {
             let state = self.read();
             state
@@ -522,10 +591,17 @@ impl<K: DeserializeOwned> Store<K> {
 
     /// Applies a created or updated object unless the cache holds a newer version. When
     /// applied, `packed.obj` becomes the decoded object readers of this version share.
-    pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome<K> {
-        let values = self.index_values(&packed.obj);
+    pub(crate) fn apply(&self, packed: &Packed<K>) -> Outcome<K>
+    where
+        K: serde::Serialize,
+    {
         let key = packed.entry.key();
         let rv = packed.entry.rv();
+        let values = if packed.hollow {
+            Vec::new()
+        } else {
+            self.index_values(&packed.obj)
+        };
         let mut state = self.write();
         if let Some(&dead) = state.tombstones.get(key) {
             if rv != 0 && rv <= dead {
@@ -544,6 +620,18 @@ impl<K: DeserializeOwned> Store<K> {
                 None
             };
             return Outcome::Stale(shared);
+        }
+        if packed.hollow {
+            // The cache moved back since the object was parsed (a relist swapped in an older
+            // list): pack it now, so that hollow bytes are never stored.
+            drop(state);
+            return match self.filled(packed) {
+                Ok(full) => self.apply(&full),
+                Err(e) => {
+                    tracing::warn!(error = %e, key, "packing an object failed");
+                    Outcome::Stale(None)
+                }
+            };
         }
         let old = state.entries.replace(packed.entry.clone());
         let old_obj = old.as_ref().and_then(|e| self.shared.decoded.get(e));

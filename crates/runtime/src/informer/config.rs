@@ -141,10 +141,19 @@ impl InformerConfig {
 
     /// Parses one object from `d` and packs it for `store` as this informer caches it.
     ///
-    /// Without a transform the object is parsed straight into `K`, its managedFields dropped
-    /// there, and packed from `K` (no JSON value in between, and the `K` is the one readers
+    /// Without a transform the object is parsed straight into `K`, its managedFields skipped
+    /// unparsed (`skip_managed.rs`), and packed from `K` (no JSON value in between, and the `K` is the one readers
     /// get). A transform works on JSON, so with one the object goes through a `Value`.
-    pub(crate) fn ingest<'de, K, D>(&self, store: &Store<K>, d: D) -> Result<Packed<K>, D::Error>
+    ///
+    /// With `event` (a watch event, or a write's answer) an object the cache already holds at
+    /// this resourceVersion or a newer one is not packed at all: applying it is a no-op, and
+    /// this is what the watch event of every `CachedClient` write is.
+    pub(crate) fn ingest<'de, K, D>(
+        &self,
+        store: &Store<K>,
+        d: D,
+        event: bool,
+    ) -> Result<Packed<K>, D::Error>
     where
         K: kube::Resource + DeserializeOwned + Serialize,
         D: serde::Deserializer<'de>,
@@ -154,11 +163,17 @@ impl InformerConfig {
             self.prepare(&mut value);
             return store.pack(&value).map_err(D::Error::custom);
         }
-        let mut obj = K::deserialize(d)?;
-        if !self.keep_managed_fields {
-            obj.meta_mut().managed_fields = None;
+        let obj = if self.keep_managed_fields {
+            K::deserialize(d)?
+        } else {
+            // managedFields are skipped unparsed rather than parsed and dropped.
+            K::deserialize(super::skip_managed::WithoutManagedFields(d))?
+        };
+        if event {
+            store.pack_event(obj).map_err(D::Error::custom)
+        } else {
+            store.pack_typed(obj).map_err(D::Error::custom)
         }
-        store.pack_typed(obj).map_err(D::Error::custom)
     }
 
     /// Applies the default managedFields drop and the transform hook to `obj`.

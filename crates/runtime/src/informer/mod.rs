@@ -18,6 +18,7 @@ use std::sync::Arc;
 mod backoff;
 mod config;
 mod shared;
+mod skip_managed;
 mod watcher;
 
 pub use backoff::BackoffConfig;

@@ -234,7 +234,7 @@ impl<K: Informable> SharedInformer<K> {
         &self,
         d: D,
     ) -> Result<Packed<K>, D::Error> {
-        self.shared.config.ingest(&self.shared.store, d)
+        self.shared.config.ingest(&self.shared.store, d, true)
     }
 
     /// The list/watch loop.

@@ -154,7 +154,10 @@ impl<'de, K: Informable> serde::de::Visitor<'de> for LineSeed<'_, K> {
                 "object" => {
                     object = Some(match kind.as_deref() {
                         Some(k) if carries_object(k) => {
-                            LineObject::Packed(map.next_value_seed(IngestSeed { ctx: self.ctx })?)
+                            LineObject::Packed(map.next_value_seed(IngestSeed {
+                                ctx: self.ctx,
+                                event: true,
+                            })?)
                         }
                         _ => LineObject::Json(map.next_value()?),
                     });
@@ -172,13 +175,16 @@ impl<'de, K: Informable> serde::de::Visitor<'de> for LineSeed<'_, K> {
 /// Parses one object and packs it as the informer caches it.
 struct IngestSeed<'a, K> {
     ctx: &'a Ctx<K>,
+    /// A watch event's object: left unpacked when the cache already holds this version or a
+    /// newer one (see `Store::pack_event`). A listed object is always packed.
+    event: bool,
 }
 
 impl<'de, K: Informable> serde::de::DeserializeSeed<'de> for IngestSeed<'_, K> {
     type Value = Packed<K>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Packed<K>, D::Error> {
-        self.ctx.config.ingest(&self.ctx.store, d)
+        self.ctx.config.ingest(&self.ctx.store, d, self.event)
     }
 }
 
@@ -261,7 +267,10 @@ where
         if let Some(n) = seq.size_hint() {
             self.items.reserve(n);
         }
-        while let Some(packed) = seq.next_element_seed(IngestSeed { ctx: self.ctx })? {
+        while let Some(packed) = seq.next_element_seed(IngestSeed {
+            ctx: self.ctx,
+            event: false,
+        })? {
             self.items.push(self.ctx.store.listed(packed));
         }
         Ok(())
@@ -386,7 +395,7 @@ where
         let object = match parsed.object {
             // The object came before the type: pack it now.
             Some(LineObject::Json(value)) if carries_object(&parsed.kind) => {
-                match self.config.ingest(&self.store, value) {
+                match self.config.ingest(&self.store, value, true) {
                     Ok(p) => LineObject::Packed(p),
                     Err(e) => {
                         return (

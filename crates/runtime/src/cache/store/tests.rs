@@ -327,3 +327,48 @@ fn concurrent_readers_never_see_an_older_version_than_the_last_applied() {
     let last = store.get(&key("a")).expect("cached");
     assert_eq!(rv_of(&last), Some("2000"));
 }
+
+fn typed(v: Value) -> ConfigMap {
+    serde_json::from_value(v).expect("a ConfigMap")
+}
+
+#[test]
+fn an_event_the_cache_already_holds_is_not_packed_and_changes_nothing() {
+    let store = Store::<ConfigMap>::new(16);
+    store.apply(&store.pack(&cm("a", 5, "x")).expect("packs"));
+    for rv in [4, 5] {
+        let p = store.pack_event(typed(cm("a", rv, "old"))).expect("packs");
+        assert!(p.hollow, "version {rv} is not newer than the cached 5");
+        assert!(matches!(store.apply(&p), Outcome::Stale(_)));
+    }
+    let newer = store.pack_event(typed(cm("a", 6, "new"))).expect("packs");
+    assert!(!newer.hollow);
+    assert!(matches!(store.apply(&newer), Outcome::Changed(..)));
+    store.delete("ns/a", 8, true);
+    let p = store.pack_event(typed(cm("a", 7, "x"))).expect("packs");
+    assert!(p.hollow, "deleted after it");
+    assert!(matches!(store.apply(&p), Outcome::Stale(None)));
+    assert!(store.get(&key("a")).is_none());
+}
+
+#[test]
+fn a_hollow_event_is_packed_after_all_when_a_relist_dropped_the_newer_version() {
+    // Capacity 0: every read decodes the stored bytes.
+    let store = Store::<ConfigMap>::new(0);
+    store.add_index("src", Arc::new(by_src));
+    store.apply(&store.pack(&cm("a", 5, "x")).expect("packs"));
+    let hollow = store.pack_event(typed(cm("a", 5, "x"))).expect("packs");
+    assert!(hollow.hollow);
+    // A relist in which `a` is gone (deleted while the watch was down).
+    synced_with(&store, &[cm("b", 6, "y")], 6);
+    assert!(store.get(&key("a")).is_none());
+    assert!(matches!(store.apply(&hollow), Outcome::Changed(..)));
+    let a = store.get(&key("a")).expect("applied");
+    assert_eq!(rv_of(&a), Some("5"));
+    assert_eq!(a.data.as_ref().expect("data")["k"], "v");
+    assert_eq!(
+        store.keys_by_index("src", "x"),
+        vec![key("a")],
+        "indexed when filled"
+    );
+}
