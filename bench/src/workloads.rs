@@ -481,6 +481,11 @@ impl Controllers {
                     .arg(&kubeconfig)
                     .args([
                         "--no-leader-elect",
+                        // Heartbeats are off (see the module's doc): without this the node
+                        // lifecycle controller would find every node Unknown after 50 s and
+                        // evict the pods in the middle of the run.
+                        "--node-monitor-grace-period",
+                        "1h",
                         "--metrics-bind-address",
                         &format!("127.0.0.1:{metrics}"),
                         "--health-probe-bind-address",
@@ -499,7 +504,10 @@ impl Controllers {
                 })
             }
             None => {
-                let cm = ControllerManager::new(Options::default().leader_elect(false))?;
+                let mut options = Options::default().leader_elect(false);
+                // Heartbeats are off: no node may become Unknown during the run.
+                options.node_monitor_grace_period = Duration::from_secs(3600);
+                let cm = ControllerManager::new(options)?;
                 let mut manager = Manager::builder(client.clone())
                     .handle_signals(false)
                     .build();

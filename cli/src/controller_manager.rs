@@ -45,6 +45,10 @@ pub(crate) struct ControllerManagerArgs {
     /// How long candidates wait between tries to acquire or renew the Lease.
     #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION")]
     leader_elect_retry_period: Duration,
+    /// How long a node may go without renewing its Lease before the node lifecycle
+    /// controller marks it Unknown (kube-controller-manager's flag and default).
+    #[arg(long, default_value = "50s", value_parser = duration, value_name = "DURATION")]
+    node_monitor_grace_period: Duration,
     /// Where to serve /metrics (`0` turns it off).
     #[arg(long, default_value = ":10257")]
     metrics_bind_address: String,
@@ -75,16 +79,16 @@ pub(crate) async fn controller_manager(args: ControllerManagerArgs) -> anyhow::R
     };
     let client = kube::Client::try_from(config).context("making a client")?;
     let leader_elect = args.leader_elect || !args.no_leader_elect;
-    let cm = ControllerManager::new(
-        Options::default()
-            .controllers(args.controllers.clone())
-            .leader_elect(leader_elect)
-            .lease_timing(
-                args.leader_elect_lease_duration,
-                args.leader_elect_renew_deadline,
-                args.leader_elect_retry_period,
-            ),
-    )?;
+    let mut cm_options = Options::default()
+        .controllers(args.controllers.clone())
+        .leader_elect(leader_elect)
+        .lease_timing(
+            args.leader_elect_lease_duration,
+            args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period,
+        );
+    cm_options.node_monitor_grace_period = args.node_monitor_grace_period;
+    let cm = ControllerManager::new(cm_options)?;
     let mut builder = Manager::builder(client);
     if leader_elect {
         builder = builder.leader_election(cm.options().lease());
