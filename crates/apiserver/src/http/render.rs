@@ -64,7 +64,7 @@ fn put_list_metadata(buf: &mut BytesMut, out: &ListOutput) {
 ///
 /// A list of a built-in kind is a Go struct: `{"kind":"<Kind>List","apiVersion":…,
 /// "metadata":{…},"items":[…]}`, and its items carry no `kind` and `apiVersion` (they lead
-/// the stored bytes, see [`encoding`](crate::api::encoding), so they are skipped, not
+/// the stored bytes, see [`encoding`], so they are skipped, not
 /// re-encoded). A list of custom resources is a map in Kubernetes (`UnstructuredList`),
 /// written with sorted keys, `metadata` included, and its items keep their type.
 pub fn list_body(res: &Resource, out: &ListOutput) -> Bytes {

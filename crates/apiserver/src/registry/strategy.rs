@@ -264,7 +264,7 @@ const OMITTED_EMPTY_RESOURCES: [&str; 3] = ["limits", "requests", "claims"];
 /// Drops empty maps and lists that Kubernetes' JSON encoder leaves out (`omitempty`), so an
 /// object written with `labels: {}` reads back as Kubernetes would answer it and `kubectl
 /// diff` shows no spurious lines: the `ObjectMeta` fields above, in the object's metadata
-/// and in every nested `metadata` (pod templates), the fields of [`OMITTED_EMPTY_TOP`]
+/// and in every nested `metadata` (pod templates), the fields of `OMITTED_EMPTY_TOP`
 /// (ConfigMap and Secret data, a Service's `selector`, …), and the `PodSpec`, `Container`
 /// and `ResourceRequirements` lists and maps above in every pod spec (Pods and templates). Only
 /// these: Go's `omitempty` leaves empty structs in place (`status: {}`, a PDB's `selector:
