@@ -44,8 +44,7 @@ fn target_dir() -> PathBuf {
 
 /// `cargo <args>` in `dir`, offline, into the workspace's target directory.
 async fn cargo(dir: &Path, args: &[&str]) -> Output {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    tokio::process::Command::new(cargo)
+    common::cargo()
         .current_dir(dir)
         .args(args)
         .arg("--offline")
@@ -690,8 +689,7 @@ const LIBRARY_CRATES: [&str; 7] = [
 /// docs/design/scaffolding.md).
 #[tokio::test]
 async fn the_library_crates_carry_what_publishing_needs() {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = tokio::process::Command::new(cargo)
+    let out = common::cargo()
         .current_dir(workspace())
         .args([
             "metadata",
@@ -731,8 +729,7 @@ async fn the_library_crates_carry_what_publishing_needs() {
     }
 
     let target = tempfile::tempdir().expect("a temporary directory");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut package = tokio::process::Command::new(cargo);
+    let mut package = common::cargo();
     package
         .current_dir(workspace())
         .args(["package", "--no-verify", "--offline", "--allow-dirty"])

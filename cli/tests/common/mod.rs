@@ -30,6 +30,35 @@ pub(crate) fn kore() -> Command {
     cmd
 }
 
+/// `cargo`, as the test's own cargo, without the variables `cargo test` sets for this test
+/// process (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …). Build scripts that watch one of them
+/// (ring's watches `CARGO_MANIFEST_DIR`) would otherwise see it change between this build and
+/// the workspace's, rerun, and rebuild everything above them twice: once here and once in the
+/// next `cargo test` (docs/design/ci.md).
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_test_package_variable) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+fn is_test_package_variable(name: &str) -> bool {
+    [
+        "CARGO_MANIFEST_",
+        "CARGO_PKG_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
 /// A running `kore` process and what it printed so far.
 pub(crate) struct Process {
     pub(crate) child: Child,

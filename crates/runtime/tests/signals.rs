@@ -23,7 +23,27 @@ fn example() -> anyhow::Result<PathBuf> {
     let path = profile_dir.join("examples").join("graceful_worker");
     // Set KORE_EXAMPLES_PREBUILT when the example was built beforehand with custom flags.
     if std::env::var_os("KORE_EXAMPLES_PREBUILT").is_none() {
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // Without the variables `cargo test` set for this process: build scripts that watch
+        // one (ring's watches CARGO_MANIFEST_DIR) would rerun and rebuild half the workspace.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|name| {
+                [
+                    "CARGO_MANIFEST_",
+                    "CARGO_PKG_",
+                    "CARGO_CRATE_",
+                    "CARGO_BIN_",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                ]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            }) {
+                cargo.env_remove(name);
+            }
+        }
+        let status = cargo
             .args(["build", "-q", "--workspace", "--example", "graceful_worker"])
             .status()?;
         anyhow::ensure!(status.success(), "building the example failed");
