@@ -464,13 +464,29 @@ fn condition_since(pod: &Pod, ty: &str) -> Option<Timestamp> {
 }
 
 /// What the kubelet remembers of a pod beyond its status: the exact times of its own writes
-/// (the status holds them to the second only).
+/// (the status holds them to the second only), and the resourceVersion its last write got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Memory {
     /// When it wrote the pod acknowledged.
     pub acknowledged: Option<Timestamp>,
     /// When it wrote the containers running.
     pub started: Option<Timestamp>,
+    /// The resourceVersion the server gave its last status write. A cached pod older than
+    /// that has not seen the write yet: deciding on it would write the same step twice.
+    pub written: Option<u64>,
+}
+
+impl Memory {
+    /// Whether `pod`, as the cache has it, predates this kubelet's last write to it. Its
+    /// watch event is on the way and will bring the pod back, current.
+    pub fn is_stale(&self, pod: &Pod) -> bool {
+        let cached = pod
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok());
+        matches!((self.written, cached), (Some(written), Some(cached)) if cached < written)
+    }
 }
 
 /// What the kubelet does next for `pod` (bound to its node), at `now`.
@@ -595,6 +611,23 @@ mod tests {
                 "readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 5}}]},
             "status": status,
         }))
+    }
+
+    #[test]
+    fn a_cached_pod_older_than_the_last_write_is_stale() {
+        let mut pod = bare(json!({"phase": "Pending"}));
+        let memory = Memory {
+            written: Some(12),
+            ..Memory::default()
+        };
+        pod.metadata.resource_version = Some("11".into());
+        assert!(memory.is_stale(&pod));
+        pod.metadata.resource_version = Some("12".into());
+        assert!(!memory.is_stale(&pod));
+        // Opaque resourceVersions (another server's) are never taken for stale.
+        pod.metadata.resource_version = Some("a1".into());
+        assert!(!memory.is_stale(&pod));
+        assert!(!Memory::default().is_stale(&pod));
     }
 
     #[test]

@@ -229,7 +229,8 @@ impl Kubelets {
         }
     }
 
-    async fn write_status(&self, pod: &Pod, status: Value) -> Result<(), kube::Error> {
+    /// Writes `status`; answers the resourceVersion the pod got.
+    async fn write_status(&self, pod: &Pod, status: Value) -> Result<Option<u64>, kube::Error> {
         let api: Api<Pod> = Api::namespaced(
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -243,7 +244,12 @@ impl Kubelets {
             &Patch::Merge(patch),
         )
         .await
-        .map(|_| ())
+        .map(|written| {
+            written
+                .metadata
+                .resource_version
+                .and_then(|rv| rv.parse().ok())
+        })
     }
 
     async fn delete_now(&self, pod: &Pod) -> Result<(), kube::Error> {
@@ -270,9 +276,9 @@ impl Kubelets {
     }
 }
 
-fn gone_ok(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+fn gone_ok<T: Default>(r: Result<T, kube::Error>) -> Result<T, kube::Error> {
     match r {
-        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409) => Ok(()),
+        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409) => Ok(T::default()),
         other => other,
     }
 }
@@ -352,6 +358,11 @@ impl Reconciler<Pod> for Kubelets {
             .get(&uid)
             .copied()
             .unwrap_or_default();
+        if memory.is_stale(&pod) {
+            // The event of the last write brings the pod back; a step decided now would
+            // repeat that write.
+            return Ok(Action::done());
+        }
         let step = next_step(&pod, &placement, &self.config, now, memory);
         // Each native step is one of kore's default Stages; it runs only while that Stage is
         // installed and unchanged.
@@ -390,9 +401,11 @@ impl Reconciler<Pod> for Kubelets {
                     status["podIPs"] = json!([{"ip": ip}]);
                 }
                 let stage = status["phase"].as_str().map(String::from);
-                gone_ok(self.write_status(&pod, status).await).map_err(Error::from)?;
+                let written =
+                    gone_ok(self.write_status(&pod, status).await).map_err(Error::from)?;
                 let mut memories = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
                 let m = memories.entry(uid).or_default();
+                m.written = written.or(m.written);
                 match stage.as_deref() {
                     Some("Pending") => m.acknowledged = Some(now),
                     Some("Running") if m.started.is_none() => m.started = Some(now),
