@@ -178,12 +178,23 @@ impl KoreConn {
         path: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<Response<Incoming>> {
+        self.send_as(method, path, body, "application/json").await
+    }
+
+    /// [`KoreConn::send`] with another `Accept` header.
+    async fn send_as(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        accept: &str,
+    ) -> anyhow::Result<Response<Incoming>> {
         let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header(header::HOST, self.host.clone())
             .header(header::AUTHORIZATION, self.authorization.clone())
-            .header(header::ACCEPT, "application/json");
+            .header(header::ACCEPT, accept);
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");
         }
@@ -207,7 +218,18 @@ impl KoreConn {
         path: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
-        let response = self.send(method, path, body).await?;
+        self.call_as(method, path, body, "application/json").await
+    }
+
+    /// [`KoreConn::call`] with another `Accept` header.
+    async fn call_as(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        accept: &str,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let response = self.send_as(method, path, body, accept).await?;
         let status = response.status();
         let body = response
             .into_body()
@@ -231,7 +253,12 @@ impl KoreConn {
 
     /// GETs `path` and fails unless the answer is `200 OK`; returns the body.
     pub(crate) async fn get(&mut self, path: &str) -> anyhow::Result<Bytes> {
-        let (status, response) = self.call(Method::GET, path, None).await?;
+        self.get_as(path, "application/json").await
+    }
+
+    /// [`KoreConn::get`], accepting `accept`.
+    pub(crate) async fn get_as(&mut self, path: &str, accept: &str) -> anyhow::Result<Bytes> {
+        let (status, response) = self.call_as(Method::GET, path, None, accept).await?;
         ensure!(
             status == StatusCode::OK,
             "GET {path}: {status}: {}",

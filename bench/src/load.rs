@@ -23,19 +23,67 @@ pub(crate) trait Worker: Send + 'static {
     fn op(&mut self, seq: u64) -> impl Future<Output = anyhow::Result<u64>> + Send;
 }
 
-/// Creates ConfigMaps named `{prefix}-{seq:08}` through kore's REST API.
+/// A kind the load generator creates: the small ConfigMap of most rows, and two kinds whose
+/// stored form is mostly what the server's defaulting adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub(crate) enum Kind {
+    /// [`configmap`].
+    ConfigMap,
+    /// [`pod`].
+    Pod,
+    /// [`statefulset`].
+    StatefulSet,
+}
+
+impl Kind {
+    /// The collection to POST to in namespace `ns`.
+    pub(crate) fn path(self, ns: &str) -> String {
+        match self {
+            Kind::ConfigMap => format!("/api/v1/namespaces/{ns}/configmaps"),
+            Kind::Pod => format!("/api/v1/namespaces/{ns}/pods"),
+            Kind::StatefulSet => format!("/apis/apps/v1/namespaces/{ns}/statefulsets"),
+        }
+    }
+
+    /// The JSON posted for the object named `name`.
+    pub(crate) fn body(self, name: &str) -> Bytes {
+        match self {
+            Kind::ConfigMap => configmap(name),
+            Kind::Pod => pod(name),
+            Kind::StatefulSet => statefulset(name),
+        }
+    }
+
+    /// The kind's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Pod => "Pod",
+            Kind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// Creates objects named `{prefix}-{seq:08}` through kore's REST API.
 pub(crate) struct Creator {
     conn: KoreConn,
+    kind: Kind,
     path: String,
     prefix: String,
 }
 
 impl Creator {
-    /// A creator posting to namespace `ns` with object names starting with `prefix`.
+    /// A creator posting ConfigMaps to namespace `ns` with names starting with `prefix`.
     pub(crate) fn new(conn: KoreConn, ns: &str, prefix: String) -> Creator {
+        Creator::of(Kind::ConfigMap, conn, ns, prefix)
+    }
+
+    /// A creator posting `kind` to namespace `ns` with names starting with `prefix`.
+    pub(crate) fn of(kind: Kind, conn: KoreConn, ns: &str, prefix: String) -> Creator {
         Creator {
             conn,
-            path: format!("/api/v1/namespaces/{ns}/configmaps"),
+            kind,
+            path: kind.path(ns),
             prefix,
         }
     }
@@ -44,7 +92,7 @@ impl Creator {
 impl Worker for Creator {
     async fn op(&mut self, seq: u64) -> anyhow::Result<u64> {
         let name = format!("{}-{seq:08}", self.prefix);
-        let body = self.conn.create(&self.path, configmap(&name)).await?;
+        let body = self.conn.create(&self.path, self.kind.body(&name)).await?;
         Ok(body.len() as u64)
     }
 }
@@ -84,6 +132,47 @@ pub(crate) fn configmap(name: &str) -> Bytes {
             r#""labels":{{"app.kubernetes.io/name":"kore-bench","app.kubernetes.io/component":"load"}}}},"#,
             r#""data":{{"LOG_LEVEL":"info","LISTEN_ADDR":"0.0.0.0:8080","FEATURE_GATES":"Alpha=false,Beta=true","#,
             r#""app.yaml":"replicas: 3\ntimeout: 30s\nretries: 5\ncache:\n  size: 256Mi\n  ttl: 10m\n"}}}}"#
+        ),
+        name
+    ))
+}
+
+/// The JSON of a typical single-container Pod named `name` (about 700 bytes): labels, a
+/// container with a port, an environment variable, requests and limits, and a readiness probe.
+/// The server adds what Kubernetes defaults (restart and DNS policy, scheduler, termination
+/// settings, the service account token volume and mount, tolerations, …).
+pub(crate) fn pod(name: &str) -> Bytes {
+    Bytes::from(format!(
+        concat!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","#,
+            r#""labels":{{"app.kubernetes.io/name":"kore-bench","app.kubernetes.io/component":"load"}}}},"#,
+            r#""spec":{{"containers":[{{"name":"web","image":"registry.example/web:1.27.3","#,
+            r#""ports":[{{"name":"http","containerPort":8080}}],"#,
+            r#""env":[{{"name":"LOG_LEVEL","value":"info"}}],"#,
+            r#""resources":{{"requests":{{"cpu":"100m","memory":"128Mi"}},"limits":{{"memory":"256Mi"}}}},"#,
+            r#""readinessProbe":{{"httpGet":{{"path":"/healthz","port":"http"}},"periodSeconds":5}}}}]}}}}"#
+        ),
+        name
+    ))
+}
+
+/// The JSON of a StatefulSet named `name` with three replicas of the [`pod`]'s container and a
+/// volume claim template (about 900 bytes); the server defaults the update strategy, pod
+/// management policy, history limit, retention policy and the pod template's fields.
+pub(crate) fn statefulset(name: &str) -> Bytes {
+    Bytes::from(format!(
+        concat!(
+            r#"{{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{{"name":"{0}","#,
+            r#""labels":{{"app.kubernetes.io/name":"kore-bench","app.kubernetes.io/component":"load"}}}},"#,
+            r#""spec":{{"replicas":3,"serviceName":"{0}","selector":{{"matchLabels":{{"app":"{0}"}}}},"#,
+            r#""template":{{"metadata":{{"labels":{{"app":"{0}"}}}},"#,
+            r#""spec":{{"containers":[{{"name":"web","image":"registry.example/web:1.27.3","#,
+            r#""ports":[{{"name":"http","containerPort":8080}}],"#,
+            r#""env":[{{"name":"LOG_LEVEL","value":"info"}}],"#,
+            r#""resources":{{"requests":{{"cpu":"100m","memory":"128Mi"}},"limits":{{"memory":"256Mi"}}}},"#,
+            r#""volumeMounts":[{{"name":"data","mountPath":"/data"}}]}}]}}}},"#,
+            r#""volumeClaimTemplates":[{{"metadata":{{"name":"data"}},"#,
+            r#""spec":{{"accessModes":["ReadWriteOnce"],"resources":{{"requests":{{"storage":"1Gi"}}}}}}}}]}}}}"#
         ),
         name
     ))
@@ -282,5 +371,48 @@ mod tests {
         let value: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
         assert_eq!(value["metadata"]["name"], "bench-m064-07-00012345");
         assert!((330..=370).contains(&body.len()), "{} bytes", body.len());
+    }
+
+    /// The Pod and StatefulSet the kind rows post are valid for kore's API (a server that
+    /// refused them would make the rows measure errors).
+    #[tokio::test]
+    async fn every_kind_is_accepted_by_the_server() {
+        use k8s_openapi::api::apps::v1::StatefulSet;
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+        use kube::api::{Api, PostParams};
+
+        let env = kore_testenv::TestEnv::start().await.expect("start");
+        let pp = PostParams::default();
+        for kind in [Kind::ConfigMap, Kind::Pod, Kind::StatefulSet] {
+            let body = kind.body("bench-k-00000001");
+            assert!(kind.path("default").starts_with('/'));
+            match kind {
+                Kind::ConfigMap => {
+                    let cm: ConfigMap = serde_json::from_slice(&body).expect("a ConfigMap");
+                    Api::<ConfigMap>::default_namespaced(env.client())
+                        .create(&pp, &cm)
+                        .await
+                        .expect("created");
+                }
+                Kind::Pod => {
+                    let pod: Pod = serde_json::from_slice(&body).expect("a Pod");
+                    let made = Api::<Pod>::default_namespaced(env.client())
+                        .create(&pp, &pod)
+                        .await
+                        .expect("created");
+                    let spec = made.spec.expect("spec");
+                    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+                }
+                Kind::StatefulSet => {
+                    let sts: StatefulSet = serde_json::from_slice(&body).expect("a StatefulSet");
+                    let made = Api::<StatefulSet>::default_namespaced(env.client())
+                        .create(&pp, &sts)
+                        .await
+                        .expect("created");
+                    let spec = made.spec.expect("spec");
+                    assert_eq!(spec.pod_management_policy.as_deref(), Some("OrderedReady"));
+                }
+            }
+        }
     }
 }

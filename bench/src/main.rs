@@ -190,6 +190,10 @@ enum Only {
     ListWatch,
     /// Resident memory.
     Memory,
+    /// Creates/s and memory per object of a ConfigMap, a Pod and a StatefulSet.
+    Kinds,
+    /// Discovery latency.
+    Discovery,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -251,6 +255,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         clients: args.clients.clone(),
         fill_clients: 64,
         memory_objects: args.memory_objects,
+        // A fifth of the ConfigMaps of the memory row: a pod's stored JSON is several times
+        // a ConfigMap's.
+        kind_objects: (args.memory_objects / 5).max(1),
+        discovery_repeats: 200,
         list_objects: args.list_objects,
         list_repeats: 9,
         watchers: args.watchers,
@@ -339,6 +347,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let (list, watch) = scenarios::list_and_watch(&settings).await?;
     eprintln!("kore-bench: resident memory");
     let memory = scenarios::memory(&settings).await?;
+    eprintln!("kore-bench: creates/s and memory per object, by kind");
+    let kinds = scenarios::kinds(&settings).await?;
+    eprintln!("kore-bench: discovery");
+    let discovery = scenarios::discovery(&settings).await?;
 
     let results = Results {
         machine,
@@ -355,6 +367,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         process_start,
         testenv_start,
         memory,
+        kinds,
+        discovery,
         runtime_seconds: started.elapsed().as_secs_f64(),
     };
     let rows = report::rows(&results);
@@ -397,6 +411,12 @@ async fn run_one(only: Only, settings: &Settings, etcd: Option<&Path>) -> anyhow
         }
         Only::Memory => {
             scenarios::memory(settings).await?;
+        }
+        Only::Kinds => {
+            scenarios::kinds(settings).await?;
+        }
+        Only::Discovery => {
+            scenarios::discovery(settings).await?;
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::load::Throughput;
-use crate::scenarios::{ListResult, Memory, Starts};
+use crate::scenarios::{Discovery, KindCost, ListResult, Memory, Starts};
 use crate::svg::{self, Series, thousands};
 use crate::watch::FanOut;
 
@@ -93,6 +93,10 @@ pub(crate) struct Results {
     pub(crate) testenv_start: Starts,
     /// Resident memory.
     pub(crate) memory: Memory,
+    /// Creates/s and memory per object, by kind.
+    pub(crate) kinds: Vec<KindCost>,
+    /// Discovery latency.
+    pub(crate) discovery: Discovery,
     /// Wall-clock time of the whole run, in seconds.
     pub(crate) runtime_seconds: f64,
 }
@@ -336,6 +340,48 @@ pub(crate) fn rows(r: &Results) -> Vec<Row> {
         target: format!("≤ {TARGET_MEMORY_RATIO}× JSON"),
         pass: Some(m.ratio <= TARGET_MEMORY_RATIO),
     });
+    for k in &r.kinds {
+        rows.push(Row::info(
+            format!(
+                "creates/s, {} clients, {} (filling {})",
+                k.clients,
+                k.kind.name(),
+                thousands(k.objects as f64)
+            ),
+            format!("{}/s", thousands(k.creates_per_sec)),
+        ));
+    }
+    for k in &r.kinds {
+        let objects = k.objects.max(1) as f64;
+        rows.push(Row {
+            metric: format!(
+                "RSS per stored {} ({}) vs its JSON",
+                k.kind.name(),
+                thousands(k.objects as f64)
+            ),
+            kore: format!("{:.0} B", k.bytes_per_object),
+            peer: format!("JSON {:.0} B", k.json_bytes as f64 / objects),
+            ratio: format!("{:.2}× JSON", k.ratio),
+            target: String::new(),
+            pass: None,
+        });
+    }
+    let d = &r.discovery;
+    rows.push(Row::info(
+        format!(
+            "GET /apis, aggregated discovery ({} groups, {} resources) (median of {})",
+            d.groups, d.resources, d.runs
+        ),
+        format!(
+            "{} ({:.0} KiB)",
+            ms(d.aggregated_ms),
+            d.aggregated_bytes as f64 / 1024.0
+        ),
+    ));
+    rows.push(Row::info(
+        format!("GET /api, aggregated discovery (median of {})", d.runs),
+        ms(d.legacy_ms),
+    ));
     rows
 }
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::clients::{EtcdConn, KoreConn};
-use crate::load::{self, Creator, Putter, Throughput, configmap, median_ms};
+use crate::load::{self, Creator, Kind, Putter, Throughput, configmap, median_ms};
 use crate::procs::{EtcdServer, KoreServer, Storage};
 use crate::watch::{self, FanOut};
 
@@ -30,6 +30,10 @@ pub(crate) struct Settings {
     pub(crate) fill_clients: usize,
     /// ConfigMaps stored for the memory measurement.
     pub(crate) memory_objects: u64,
+    /// Objects of each kind stored for the per-kind rows (ConfigMap, Pod, StatefulSet).
+    pub(crate) kind_objects: u64,
+    /// Timed discovery requests (after one untimed).
+    pub(crate) discovery_repeats: usize,
     /// ConfigMaps in the listed namespace.
     pub(crate) list_objects: u64,
     /// Timed full lists (after one untimed list).
@@ -389,6 +393,152 @@ pub(crate) async fn memory(settings: &Settings) -> anyhow::Result<Memory> {
     );
     stop_kore(server).await?;
     Ok(memory)
+}
+
+/// What storing one kind costs: creates/s while filling and resident memory per object.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct KindCost {
+    /// The kind.
+    pub(crate) kind: Kind,
+    /// Objects stored.
+    pub(crate) objects: u64,
+    /// Creates/s of the fill, over `clients` connections.
+    pub(crate) creates_per_sec: f64,
+    /// Connections of the fill.
+    pub(crate) clients: usize,
+    /// JSON bytes the server returned for them (the stored object, defaults included).
+    pub(crate) json_bytes: u64,
+    /// RSS growth, in bytes.
+    pub(crate) rss_growth: u64,
+    /// RSS growth per object, in bytes.
+    pub(crate) bytes_per_object: f64,
+    /// RSS growth over JSON bytes.
+    pub(crate) ratio: f64,
+}
+
+/// For each kind, a fresh in-memory server filled with `kind_objects` of it: the creates/s of
+/// the fill and the RSS it grew by, per object and against the JSON the server answered.
+pub(crate) async fn kinds(settings: &Settings) -> anyhow::Result<Vec<KindCost>> {
+    let mut costs = Vec::new();
+    for kind in [Kind::ConfigMap, Kind::Pod, Kind::StatefulSet] {
+        let server = start_kore(settings, Storage::Memory).await?;
+        let mut admin = server.target.connect().await?;
+        create_namespace(&mut admin, "bench-kinds").await?;
+        // A pod needs its namespace's `default` ServiceAccount (admission refuses it before).
+        let account = "/api/v1/namespaces/bench-kinds/serviceaccounts/default";
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while admin.get(account).await.is_err() {
+            ensure!(
+                Instant::now() < deadline,
+                "no default ServiceAccount after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(admin);
+        tokio::time::sleep(SETTLE).await;
+        let rss_empty = server.process().rss_bytes()?;
+        let mut workers = Vec::with_capacity(settings.fill_clients);
+        for w in 0..settings.fill_clients {
+            let conn = server.target.connect().await?;
+            workers.push(Creator::of(kind, conn, "bench-kinds", format!("k{w:02}")));
+        }
+        let filled = load::for_count(workers, settings.kind_objects).await?;
+        tokio::time::sleep(SETTLE).await;
+        let rss_growth = server.process().rss_bytes()?.saturating_sub(rss_empty);
+        let cost = KindCost {
+            kind,
+            objects: filled.ops,
+            creates_per_sec: filled.ops as f64 / filled.elapsed.as_secs_f64(),
+            clients: settings.fill_clients,
+            json_bytes: filled.bytes,
+            rss_growth,
+            bytes_per_object: rss_growth as f64 / filled.ops.max(1) as f64,
+            ratio: rss_growth as f64 / filled.bytes.max(1) as f64,
+        };
+        eprintln!(
+            "  {} × {}: {:.0} creates/s, {:.0} bytes of RSS each, {:.2}× their JSON ({:.0} bytes each)",
+            cost.objects,
+            kind.name(),
+            cost.creates_per_sec,
+            cost.bytes_per_object,
+            cost.ratio,
+            cost.json_bytes as f64 / cost.objects.max(1) as f64
+        );
+        stop_kore(server).await?;
+        costs.push(cost);
+    }
+    Ok(costs)
+}
+
+/// Discovery as clients fetch it, every built-in group registered.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Discovery {
+    /// `GET /apis`, aggregated (`apidiscovery.k8s.io/v2`): median, in milliseconds.
+    pub(crate) aggregated_ms: f64,
+    /// Its size, in bytes.
+    pub(crate) aggregated_bytes: usize,
+    /// `GET /api`, aggregated: median, in milliseconds.
+    pub(crate) legacy_ms: f64,
+    /// `GET /apis` unaggregated (the group list kubectl's older path reads): median.
+    pub(crate) groups_ms: f64,
+    /// Groups and resources the aggregated document lists.
+    pub(crate) groups: usize,
+    /// Resources (subresources not counted) over all versions.
+    pub(crate) resources: usize,
+    /// Timed requests of each.
+    pub(crate) runs: usize,
+}
+
+/// The aggregated discovery media type kubectl and client-go ask for.
+const AGGREGATED: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/// Times discovery on one keep-alive connection of a fresh in-memory server.
+pub(crate) async fn discovery(settings: &Settings) -> anyhow::Result<Discovery> {
+    let server = start_kore(settings, Storage::Memory).await?;
+    let mut conn = server.target.connect().await?;
+    let mut time = async |path: &str, accept: &str| -> anyhow::Result<(f64, Bytes)> {
+        let mut samples = Vec::with_capacity(settings.discovery_repeats);
+        let mut last = conn.get_as(path, accept).await?;
+        for _ in 0..settings.discovery_repeats {
+            let began = Instant::now();
+            last = conn.get_as(path, accept).await?;
+            samples.push(began.elapsed());
+        }
+        Ok((median_ms(&samples), last))
+    };
+    let (aggregated_ms, document) = time("/apis", AGGREGATED).await?;
+    let (legacy_ms, _) = time("/api", AGGREGATED).await?;
+    let (groups_ms, _) = time("/apis", "application/json").await?;
+    let list: serde_json::Value =
+        serde_json::from_slice(&document).context("the aggregated discovery document")?;
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let resources = items
+        .iter()
+        .flat_map(|g| g["versions"].as_array().cloned().unwrap_or_default())
+        .map(|v| v["resources"].as_array().map_or(0, Vec::len))
+        .sum();
+    let discovery = Discovery {
+        aggregated_ms,
+        aggregated_bytes: document.len(),
+        legacy_ms,
+        groups_ms,
+        groups: items.len(),
+        resources,
+        runs: settings.discovery_repeats,
+    };
+    eprintln!(
+        "  discovery: /apis aggregated {:.3} ms ({} bytes, {} groups, {} resources), /api {:.3} ms, /apis groups {:.3} ms",
+        discovery.aggregated_ms,
+        discovery.aggregated_bytes,
+        discovery.groups,
+        discovery.resources,
+        discovery.legacy_ms,
+        discovery.groups_ms
+    );
+    drop(conn);
+    stop_kore(server).await?;
+    Ok(discovery)
 }
 
 #[cfg(test)]
