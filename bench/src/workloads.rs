@@ -84,12 +84,17 @@ pub(crate) async fn run(quick: bool, kore: Option<&Path>) -> anyhow::Result<Vec<
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| (1..=100).contains(&n))
         .unwrap_or(if quick { 10 } else { 1 });
-    // `KORE_BENCH_WORKLOADS=pods` or `=controllers` runs one scenario (to profile it).
+    // `KORE_BENCH_WORKLOADS=pods` or `=controllers` runs one scenario (to profile it);
+    // `pods-100` or `pods-1000` one size of the bare pods: a size that runs after another in
+    // the same process reuses the pages the first freed, so only the first size's memory rows
+    // measure anything.
     let only = std::env::var("KORE_BENCH_WORKLOADS").unwrap_or_default();
     let runs = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     let mut rows = Vec::new();
-    if runs("pods") {
+    if runs("pods") || runs("pods-100") {
         rows.extend(bare_pods(10_000 / scale, 100 / scale).await?);
+    }
+    if runs("pods") || runs("pods-1000") {
         rows.extend(bare_pods(10_000 / scale, 1_000 / scale).await?);
     }
     if runs("controllers") {

@@ -74,10 +74,38 @@ impl Default for KubeletConfig {
 /// Pod IPs handed out per node.
 #[derive(Default)]
 struct Addresses {
-    /// node → host numbers in use within its podCIDR.
-    used: HashMap<String, BTreeSet<u32>>,
+    /// Whether the addresses pods already held were read from the cache (once, at the first
+    /// address handed out: reading them per node cost a scan of every pod per node).
+    learned: bool,
+    /// node → the host numbers in use within its podCIDR, and where to look for the next.
+    used: HashMap<String, NodeAddresses>,
     /// pod uid → (node, host number).
     by_pod: HashMap<String, (String, u32)>,
+}
+
+/// The host numbers of one node's podCIDR in use.
+#[derive(Default)]
+struct NodeAddresses {
+    hosts: BTreeSet<u32>,
+    /// The host number after the last one handed out: addresses go round the range, so
+    /// handing out the next one is not a search from the start.
+    next: u32,
+}
+
+impl NodeAddresses {
+    /// The lowest free host number from `next` on, wrapping once, in a range of `size`
+    /// addresses (.0 is the network, .1 the node's bridge, the last the broadcast).
+    fn take(&mut self, size: u32) -> u32 {
+        let (first, end) = (2, size.saturating_sub(1).max(3));
+        let start = self.next.clamp(first, end - 1);
+        let host = (start..end)
+            .chain(first..start)
+            .find(|h| !self.hosts.contains(h))
+            .unwrap_or(first);
+        self.hosts.insert(host);
+        self.next = host + 1;
+        host
+    }
 }
 
 /// The kubelets' reconciler.
@@ -164,7 +192,8 @@ impl Kubelets {
             .build(kubelets)
     }
 
-    /// The pod's IP: the one it has, else the lowest free host of its node's podCIDR.
+    /// The pod's IP: the one it has, else the next free host of its node's podCIDR after
+    /// the last one handed out (as the host-local IPAM of CNI hands them out).
     fn pod_ip(&self, pod: &Pod, node: &Node) -> String {
         if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) {
             return ip;
@@ -186,35 +215,48 @@ impl Kubelets {
         if let Some((_, host)) = a.by_pod.get(&uid) {
             return Ipv4Addr::from(base + host).to_string();
         }
-        if !a.used.contains_key(&node_name) {
-            // First pod on this node since start: learn the addresses already handed out.
-            let taken: BTreeSet<u32> = self
-                .pods
-                .list()
-                .iter()
-                .filter(|p| {
-                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_name)
-                })
-                .filter_map(|p| {
-                    p.status
-                        .as_ref()?
-                        .pod_ip
-                        .as_deref()?
-                        .parse::<Ipv4Addr>()
-                        .ok()
-                })
-                .map(|ip| u32::from(ip).wrapping_sub(base))
-                .collect();
-            a.used.insert(node_name.clone(), taken);
+        if !a.learned {
+            // The first address since start: learn the ones pods already hold, on every node.
+            self.learn(&mut a);
         }
-        let used = a.used.entry(node_name.clone()).or_default();
-        // .0 is the network, .1 the node's bridge, the last the broadcast.
-        let host = (2..size.saturating_sub(1))
-            .find(|h| !used.contains(h))
-            .unwrap_or(2);
-        used.insert(host);
+        let host = a.used.entry(node_name.clone()).or_default().take(size);
         a.by_pod.insert(uid, (node_name, host));
         Ipv4Addr::from(base + host).to_string()
+    }
+
+    /// Records the pod IPs the cached pods hold, by node, in one pass over the pods.
+    fn learn(&self, a: &mut Addresses) {
+        a.learned = true;
+        let mut bases: HashMap<String, Option<u32>> = HashMap::new();
+        for pod in self.pods.list().iter() {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                continue;
+            };
+            let Some(ip) = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+            else {
+                continue;
+            };
+            let base = *bases.entry(node.to_string()).or_insert_with(|| {
+                self.nodes
+                    .get(&ObjectKey::cluster(node))
+                    .and_then(|n| n.spec.as_ref()?.pod_cidr.as_deref().and_then(parse_cidr))
+                    .map(|(base, _)| base)
+            });
+            let Some(base) = base else { continue };
+            let host = u32::from(ip).wrapping_sub(base);
+            a.used
+                .entry(node.to_string())
+                .or_default()
+                .hosts
+                .insert(host);
+            if let Some(uid) = pod.metadata.uid.clone() {
+                a.by_pod.insert(uid, (node.to_string(), host));
+            }
+        }
     }
 
     fn release(&self, uid: &str) {
@@ -225,7 +267,7 @@ impl Kubelets {
         if let Some((node, host)) = a.by_pod.remove(uid)
             && let Some(used) = a.used.get_mut(&node)
         {
-            used.remove(&host);
+            used.hosts.remove(&host);
         }
     }
 
@@ -414,5 +456,25 @@ impl Reconciler<Pod> for Kubelets {
                 Ok(after(next))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_go_round_the_range_skipping_those_in_use() {
+        // A /29: hosts 2..=6 (0 the network, 1 the bridge, 7 the broadcast).
+        let mut node = NodeAddresses::default();
+        assert_eq!(node.take(8), 2);
+        assert_eq!(node.take(8), 3);
+        node.hosts.insert(4);
+        assert_eq!(node.take(8), 5);
+        node.hosts.remove(&2);
+        assert_eq!(node.take(8), 6);
+        // The end of the range: round to the lowest free one.
+        assert_eq!(node.take(8), 2);
+        assert_eq!(parse_cidr("10.244.3.0/29"), Some((0x0af4_0300, 8)));
     }
 }

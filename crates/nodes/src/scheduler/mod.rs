@@ -54,6 +54,10 @@ pub struct SchedulerConfig {
     pub max_in_flight: usize,
     /// How often pods that fit nowhere are tried again even if nothing changed.
     pub retry_interval: Duration,
+    /// Of how many nodes, in percent, a pod is scored once they fit: kube-scheduler's
+    /// `percentageOfNodesToScore`. 0 (the default) is its adaptive rule: every node below
+    /// 100 nodes, else 50 % less one point per 125 nodes, at least 5 % and 100 nodes.
+    pub percentage_of_nodes_to_score: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -63,8 +67,25 @@ impl Default for SchedulerConfig {
             record_scheduled: true,
             max_in_flight: 64,
             retry_interval: Duration::from_secs(30),
+            percentage_of_nodes_to_score: 0,
         }
     }
+}
+
+/// How many nodes that fit are enough to pick from among `all` (kube-scheduler's
+/// `numFeasibleNodesToFind`): the search for a pod stops there, so its cost does not grow with
+/// the whole cluster.
+fn feasible_nodes_to_find(percentage: u32, all: usize) -> usize {
+    const MIN_NODES: usize = 100;
+    const MIN_PERCENTAGE: usize = 5;
+    if all < MIN_NODES {
+        return all;
+    }
+    let percentage = match usize::try_from(percentage).unwrap_or(100) {
+        0 => 50usize.saturating_sub(all / 125).max(MIN_PERCENTAGE),
+        p => p.min(100),
+    };
+    (all * percentage / 100).max(MIN_NODES)
 }
 
 /// The scheduler; run it with [`Scheduler::run`] or as a leader-elected [`Runnable`].
@@ -106,6 +127,9 @@ struct State {
     queued: HashSet<ObjectKey>,
     unschedulable: HashSet<ObjectKey>,
     binding: HashSet<ObjectKey>,
+    /// Where the next pod's search through the nodes starts: after the nodes the last one
+    /// looked at, as kube-scheduler's `nextStartNodeIndex`, so every node gets its turn.
+    next_start: usize,
 }
 
 impl State {
@@ -361,10 +385,24 @@ impl Scheduler {
         let none = Resources::default();
         let mut unfit = Vec::new();
         let mut best: Option<(f64, i128, &str)> = None;
-        for node in state.nodes.values() {
+        let all = state.nodes.len();
+        let enough = feasible_nodes_to_find(self.config.percentage_of_nodes_to_score, all);
+        let start = if all == 0 { 0 } else { state.next_start % all };
+        let (mut looked, mut feasible) = (0, 0);
+        let order = state
+            .nodes
+            .values()
+            .skip(start)
+            .chain(state.nodes.values().take(start));
+        for node in order {
+            if feasible >= enough {
+                break;
+            }
+            looked += 1;
             let used = state.used.get(&node.name).unwrap_or(&none);
             match fits(&pod, &req, node, used) {
                 Ok(()) => {
+                    feasible += 1;
                     let score = least_allocated(&req, node, used);
                     let pods = used.get(crate::resources::PODS);
                     let better = match best {
@@ -378,7 +416,9 @@ impl Scheduler {
                 Err(u) => unfit.push(u),
             }
         }
-        match best.map(|(_, _, n)| n.to_string()) {
+        let chosen = best.map(|(_, _, n)| n.to_string());
+        state.next_start = if all == 0 { 0 } else { (start + looked) % all };
+        match chosen {
             Some(node) => {
                 state.binding.insert(key.clone());
                 state.count(key.clone(), node.clone(), req);
@@ -533,5 +573,22 @@ impl Runnable for Scheduler {
 
     fn fresh(&self) -> Option<Box<dyn Runnable>> {
         Some(Box::new(self.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::feasible_nodes_to_find;
+
+    #[test]
+    fn the_nodes_searched_shrink_with_the_cluster_as_kube_schedulers_do() {
+        assert_eq!(feasible_nodes_to_find(0, 3), 3);
+        assert_eq!(feasible_nodes_to_find(0, 99), 99);
+        assert_eq!(feasible_nodes_to_find(0, 100), 100);
+        assert_eq!(feasible_nodes_to_find(0, 1_000), 420);
+        assert_eq!(feasible_nodes_to_find(0, 5_000), 500);
+        assert_eq!(feasible_nodes_to_find(0, 10_000), 500);
+        assert_eq!(feasible_nodes_to_find(100, 1_000), 1_000);
+        assert_eq!(feasible_nodes_to_find(1, 1_000), 100);
     }
 }
