@@ -53,7 +53,7 @@ use crate::replicaset::{
     REASON_FAILED_CREATE, REASON_FAILED_DELETE, REASON_SUCCESSFUL_CREATE, REASON_SUCCESSFUL_DELETE,
     slow_start_batch,
 };
-use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
+use crate::{BY_CONTROLLER, BY_NAMESPACE, ORPHANS_BY_NAMESPACE, publish, selector};
 
 /// A node's running pods under a surging rolling update: at most one of the current
 /// template (`new`) and one of an older one (`old`) are kept, the others deleted.
@@ -480,11 +480,8 @@ impl DaemonSetReconciler {
             return Ok(Action::done());
         }
         let needs_sync = self.expectations.satisfied(key, &self.pods);
-        let candidates: Vec<Arc<Pod>> = self
-            .pods
-            .by_index(BY_NAMESPACE, &namespace)
-            .into_iter()
-            .collect();
+        let mut candidates: Vec<Arc<Pod>> = self.pods.by_index(BY_CONTROLLER, &uid);
+        candidates.extend(self.pods.by_index(ORPHANS_BY_NAMESPACE, &namespace));
         let reference = controller_reference::<DaemonSet>(&ds.metadata);
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         let ds_api: Api<DaemonSet> = Api::namespaced(self.client.clone(), &namespace);

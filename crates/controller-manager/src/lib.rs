@@ -62,6 +62,12 @@ pub const LEASE_NAME: &str = "kube-controller-manager";
 pub(crate) const BY_NAMESPACE: &str = "namespace";
 /// The cache index of objects by the UID of their controller owner.
 pub(crate) const BY_CONTROLLER: &str = "controller-uid";
+/// The cache index of objects without a controller owner, by namespace. A controller claims
+/// ([`ownership::claim`]) the objects it controls and the orphans its selector matches;
+/// reading those two indexes, rather than the whole namespace, keeps a sync's cost to its
+/// own objects (with 10,000 pods and 1,000 ReplicaSets in one namespace, every ReplicaSet
+/// sync decoded 10,000 pods and the controller manager ran two cores for minutes).
+pub(crate) const ORPHANS_BY_NAMESPACE: &str = "orphan-namespace";
 
 /// Every controller this crate has, by its kube-controller-manager name and short alias.
 pub const CONTROLLERS: &[(&str, &str)] = &[
@@ -291,6 +297,13 @@ fn add_indexes<K: kore_runtime::informer::Informable>(informer: &SharedInformer<
             .map(|r| r.uid.clone())
             .into_iter()
             .collect()
+    });
+    informer.add_index(ORPHANS_BY_NAMESPACE, |obj: &K| {
+        let meta = obj.meta();
+        match pods::controller_ref(meta) {
+            Some(_) => Vec::new(),
+            None => meta.namespace.clone().into_iter().collect(),
+        }
     });
 }
 

@@ -35,7 +35,7 @@ use crate::error::{SyncError, message, status_code};
 use crate::expectations::Expectations;
 use crate::ownership::{claim, controller_reference, recheck_owner};
 use crate::pods::{self, is_active, is_available, is_ready};
-use crate::{BY_CONTROLLER, BY_NAMESPACE, publish, selector};
+use crate::{BY_CONTROLLER, BY_NAMESPACE, ORPHANS_BY_NAMESPACE, publish, selector};
 
 /// The controller's name (`--controllers`), as kube-controller-manager names it.
 pub const NAME: &str = "replicaset-controller";
@@ -129,8 +129,9 @@ impl<K: Replicated> ReplicaSetReconciler<K> {
 
         let candidates: Vec<Arc<Pod>> = self
             .pods
-            .by_index(BY_NAMESPACE, &namespace)
+            .by_index(BY_CONTROLLER, &uid)
             .into_iter()
+            .chain(self.pods.by_index(ORPHANS_BY_NAMESPACE, &namespace))
             .filter(|p| is_active(p))
             .collect();
         let reference = controller_reference::<K>(&rs.metadata);

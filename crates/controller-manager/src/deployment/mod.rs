@@ -39,7 +39,7 @@ use self::util::{
 };
 use crate::error::{SyncError, status_code};
 use crate::ownership::{claim, controller_reference, is_controlled_by, recheck_owner};
-use crate::{BY_NAMESPACE, pods, publish, selector};
+use crate::{BY_CONTROLLER, BY_NAMESPACE, ORPHANS_BY_NAMESPACE, pods, publish, selector};
 
 /// The controller's name (`--controllers`), as kube-controller-manager names it.
 pub const NAME: &str = "deployment-controller";
@@ -237,7 +237,8 @@ impl DeploymentReconciler {
             .as_ref()
             .map(|s| s.selector.clone())
             .unwrap_or_default();
-        let candidates = self.replicasets.by_index(BY_NAMESPACE, &namespace);
+        let mut candidates = self.replicasets.by_index(BY_CONTROLLER, &uid);
+        candidates.extend(self.replicasets.by_index(ORPHANS_BY_NAMESPACE, &namespace));
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &namespace);
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
         let claimed = claim(

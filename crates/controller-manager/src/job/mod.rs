@@ -47,7 +47,10 @@ use crate::expectations::Expectations;
 use crate::ownership::{controller_reference, recheck_owner};
 use crate::pods::{self, is_active, is_ready};
 use crate::replicaset::{BURST_REPLICAS, slow_start_batch};
-use crate::{BY_CONTROLLER, BY_NAMESPACE, Caches, Options, add_indexes, publish, recorder};
+use crate::{
+    BY_CONTROLLER, BY_NAMESPACE, Caches, ORPHANS_BY_NAMESPACE, Options, add_indexes, publish,
+    recorder,
+};
 
 pub use backoff::{BackoffRecord, finished_time};
 pub use indexes::{
@@ -508,7 +511,7 @@ impl JobReconciler {
         }
         let orphans: Vec<Arc<Pod>> = self
             .pods
-            .by_index(BY_NAMESPACE, &namespace)
+            .by_index(ORPHANS_BY_NAMESPACE, &namespace)
             .into_iter()
             .filter(|p| {
                 pods::controller_ref(&p.metadata).is_none()

@@ -65,7 +65,8 @@ use crate::ownership::{claim, controller_reference, recheck_owner};
 use crate::pods::{self, available_at, is_available, is_ready};
 use crate::replicaset::slow_start_batch;
 use crate::{
-    BY_CONTROLLER, BY_NAMESPACE, Caches, Options, add_indexes, publish, recorder, selector,
+    BY_CONTROLLER, BY_NAMESPACE, Caches, ORPHANS_BY_NAMESPACE, Options, add_indexes, publish,
+    recorder, selector,
 };
 
 use identity::{Owner, ordinal_of, revision_of};
@@ -213,7 +214,8 @@ impl StatefulSetReconciler {
         let reference = controller_reference::<StatefulSet>(&set.metadata);
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         let set_api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &namespace);
-        let candidates: Vec<Arc<Pod>> = self.pods.by_index(BY_NAMESPACE, &namespace);
+        let mut candidates: Vec<Arc<Pod>> = self.pods.by_index(BY_CONTROLLER, &uid);
+        candidates.extend(self.pods.by_index(ORPHANS_BY_NAMESPACE, &namespace));
         let pods = claim(
             &pod_api,
             &reference,
