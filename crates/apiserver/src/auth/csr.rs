@@ -80,6 +80,49 @@ pub enum CsrError {
     Sign(#[source] TlsError),
 }
 
+/// The usages a request may name (Kubernetes' `allValidUsages`).
+pub const VALID_USAGES: [&str; 23] = [
+    "signing",
+    "digital signature",
+    "content commitment",
+    "key encipherment",
+    "key agreement",
+    "data encipherment",
+    "cert sign",
+    "crl sign",
+    "encipher only",
+    "decipher only",
+    "any",
+    "server auth",
+    "client auth",
+    "code signing",
+    "email protection",
+    "s/mime",
+    "ipsec end system",
+    "ipsec tunnel",
+    "ipsec user",
+    "timestamping",
+    "ocsp signing",
+    "microsoft sgc",
+    "netscape sgc",
+];
+
+/// Checks `spec.request` (its PEM) as Kubernetes does before accepting a request: one
+/// `CERTIFICATE REQUEST` block holding a PKCS#10 request whose signature verifies with its own
+/// public key. Answers the reason otherwise.
+pub fn check_request(pem: &[u8]) -> Result<(), String> {
+    const NOT_A_REQUEST: &str = "PEM block type must be CERTIFICATE REQUEST";
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem).map_err(|_| NOT_A_REQUEST)?;
+    if block.label != "CERTIFICATE REQUEST" {
+        return Err(NOT_A_REQUEST.into());
+    }
+    let (_, request) = X509CertificationRequest::from_der(&block.contents)
+        .map_err(|e| format!("x509: malformed certificate request: {e}"))?;
+    request
+        .verify_signature()
+        .map_err(|e| format!("x509: the request's signature does not verify: {e}"))
+}
+
 /// Whether kore signs requests for `signer_name`.
 pub fn is_signed_here(signer_name: &str) -> bool {
     [
@@ -343,6 +386,49 @@ mod tests {
 
     fn usages(list: &[&str]) -> Vec<String> {
         list.iter().map(|u| (*u).to_owned()).collect()
+    }
+
+    fn pem_of(label: &str, der: &[u8]) -> String {
+        use base64::Engine as _;
+        let body = base64::engine::general_purpose::STANDARD.encode(der);
+        let mut text = format!("-----BEGIN {label}-----\n");
+        for chunk in body.as_bytes().chunks(64) {
+            text.push_str(std::str::from_utf8(chunk).expect("ascii"));
+            text.push('\n');
+        }
+        text.push_str(&format!("-----END {label}-----\n"));
+        text
+    }
+
+    #[test]
+    fn a_signed_request_passes_and_anything_else_is_refused_with_its_reason() {
+        let pem = request("jane", &[], vec![]);
+        assert_eq!(check_request(pem.as_bytes()), Ok(()));
+        let not_a_request = Err("PEM block type must be CERTIFICATE REQUEST".to_owned());
+        assert_eq!(check_request(b"not pem"), not_a_request);
+        let relabelled = pem.replace("CERTIFICATE REQUEST", "CERTIFICATE");
+        assert_eq!(check_request(relabelled.as_bytes()), not_a_request);
+        let garbage = pem_of("CERTIFICATE REQUEST", &[0x30, 0x03, 0x02, 0x01, 0x01]);
+        let why = check_request(garbage.as_bytes());
+        assert!(
+            why.as_ref().is_err_and(|e| e.contains("malformed")),
+            "{why:?}"
+        );
+    }
+
+    #[test]
+    fn a_request_whose_signature_does_not_verify_is_refused() {
+        let pem = request("jane", &[], vec![]);
+        let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).expect("pem");
+        let mut der = block.contents.clone();
+        // The signature ends the request: change its last byte.
+        let last = der.len() - 1;
+        der[last] ^= 0x01;
+        let why = check_request(pem_of("CERTIFICATE REQUEST", &der).as_bytes());
+        assert!(
+            why.as_ref().is_err_and(|e| e.contains("signature")),
+            "{why:?}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! certificates.k8s.io/v1 CertificateSigningRequest `approval` and `status` against an
 //! in-process kore-apiserver: decisions only through `approval`, never taken back.
 
-use crate::common::assert_invalid;
+use crate::common::{assert_invalid, request_b64};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kore_testenv::TestEnv;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -10,11 +10,109 @@ use serde_json::json;
 fn csr(name: &str) -> CertificateSigningRequest {
     serde_json::from_value(json!({
         "metadata": {"name": name},
-        "spec": {"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+        "spec": {"request": request_b64(name),
                  "signerName": "kubernetes.io/kube-apiserver-client",
                  "usages": ["client auth"]}
     }))
     .expect("valid CSR")
+}
+
+/// What Kubernetes refuses when a request is created: each error alone, as a 422 naming its
+/// field.
+#[tokio::test]
+async fn a_csr_is_checked_on_create_as_kubernetes_checks_it() {
+    let env = TestEnv::start().await.expect("start");
+    let api: Api<CertificateSigningRequest> = Api::all(env.client());
+    let with = |name: &str, spec: serde_json::Value| -> CertificateSigningRequest {
+        let mut csr = serde_json::to_value(csr(name)).expect("JSON");
+        for (k, v) in spec.as_object().expect("an object") {
+            csr["spec"][k] = v.clone();
+        }
+        serde_json::from_value(csr).expect("a CSR")
+    };
+    let pp = PostParams::default();
+    // Not a request at all: a PEM header only.
+    let header_only = with(
+        "a",
+        json!({"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K"}),
+    );
+    let err = api.create(&pp, &header_only).await.expect_err("refused");
+    assert_invalid(
+        err,
+        "spec.request",
+        "PEM block type must be CERTIFICATE REQUEST",
+    );
+    // Another key's signature: a request whose body was changed after signing.
+    let mut tampered = with("b", json!({}));
+    {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        // `ByteString` holds the decoded bytes: the PEM.
+        let pem = String::from_utf8(tampered.spec.request.0.clone()).expect("utf-8");
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let mut der = b64.decode(body).expect("der");
+        let last = der.len() - 1;
+        der[last] ^= 0x01;
+        let text = format!(
+            "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+            b64.encode(der)
+        );
+        tampered.spec.request = k8s_openapi::ByteString(text.into_bytes());
+    }
+    let err = api.create(&pp, &tampered).await.expect_err("refused");
+    assert_invalid(err, "spec.request", "signature");
+    let err = api
+        .create(&pp, &with("c", json!({"usages": []})))
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.usages", "usages must be provided");
+    let err = api
+        .create(
+            &pp,
+            &with("d", json!({"usages": ["client auth", "flying"]})),
+        )
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.usages[1]", "supported values");
+    let err = api
+        .create(
+            &pp,
+            &with("e", json!({"usages": ["client auth", "client auth"]})),
+        )
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.usages[1]", "Duplicate value");
+    let err = api
+        .create(&pp, &with("f", json!({"signerName": "example"})))
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.signerName", "example.com/signer-name");
+    let err = api
+        .create(&pp, &with("g", json!({"signerName": "example/name"})))
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.signerName", "at least two segments");
+    let err = api
+        .create(&pp, &with("h", json!({"expirationSeconds": 599})))
+        .await
+        .expect_err("refused");
+    assert_invalid(err, "spec.expirationSeconds", "less than 600 seconds");
+    // A custom signer's well-formed request is accepted, and nothing refused was stored.
+    api.create(
+        &pp,
+        &with("ok", json!({"signerName": "example.com/my-signer"})),
+    )
+    .await
+    .expect("accepted");
+    let names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names, ["ok"]);
 }
 
 #[tokio::test]

@@ -174,3 +174,20 @@ where
     assert_eq!(api_error(api.get(&name).await.expect_err("gone")).code, 404);
     created
 }
+
+/// A real certificate request for `cn` (a fresh key, its signature valid), base64-encoded as
+/// `spec.request` carries it.
+pub(crate) fn request_b64(cn: &str) -> String {
+    use base64::Engine as _;
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    let pem = params
+        .serialize_request(&key)
+        .expect("a request")
+        .pem()
+        .expect("PEM");
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}

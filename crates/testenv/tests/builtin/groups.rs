@@ -392,7 +392,7 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
     crud(
         &csrs,
         &from(json!({"metadata": {"name": "alice"}, "spec": {
-            "request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+            "request": crate::common::request_b64("alice"),
             "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}})),
         json!({"metadata": {"annotations": {"a": "b"}}}),
     )
@@ -401,7 +401,7 @@ async fn runtime_classes_csrs_and_webhook_configurations() {
     csrs.create(
         &PostParams::default(),
         &from(json!({"metadata": {"name": "bob"}, "spec": {
-            "request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+            "request": crate::common::request_b64("bob"),
             "signerName": "kubernetes.io/kube-apiserver-client", "expirationSeconds": 86400,
             "usages": ["client auth"]}})),
     )

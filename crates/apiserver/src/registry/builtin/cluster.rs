@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use super::typed::{Typed, immutable};
 use crate::api::field::FieldError;
+use crate::api::validation::{NameRule, check_name, is_label, is_subdomain};
+use crate::auth::csr;
 use crate::registry::strategy::default_at;
 
 /// RuntimeClasses: `handler` is required and immutable.
@@ -29,22 +31,55 @@ pub(super) fn runtime_class() -> Typed<node::RuntimeClass> {
         })
 }
 
-/// CertificateSigningRequests: `request` and `signerName` required; the spec is immutable;
-/// a new request has an empty status. Approved ones are signed by `controllers/csr_signing.rs`.
+/// CertificateSigningRequests, checked as Kubernetes checks them on create and update: a
+/// `request` that is a PEM certificate request whose signature verifies, known usages (at
+/// least one, none twice), a signer name of the form `example.com/name`, no expiration under
+/// ten minutes; the spec is immutable; a new request has an empty status. Approved ones are
+/// signed by `controllers/csr_signing.rs`.
 pub(super) fn certificate_signing_request() -> Typed<certificates::CertificateSigningRequest> {
     Typed::new()
         .initial_status(|| json!({}))
         .validate(|obj| {
             let mut errs = Vec::new();
-            if obj["spec"]["request"].as_str().is_none_or(str::is_empty) {
+            let spec = &obj["spec"];
+            if let Err(why) = csr_request(spec) {
                 errs.push(FieldError::invalid(
                     "spec.request",
-                    json!([]),
-                    "PEM block type must be CERTIFICATE REQUEST",
+                    spec["request"].clone(),
+                    why,
                 ));
             }
-            if obj["spec"]["signerName"].as_str().is_none_or(str::is_empty) {
-                errs.push(FieldError::required("spec.signerName", ""));
+            let usages = spec["usages"].as_array().map_or(&[][..], Vec::as_slice);
+            if usages.is_empty() {
+                errs.push(FieldError::required(
+                    "spec.usages",
+                    "usages must be provided",
+                ));
+            }
+            let mut seen = Vec::new();
+            for (i, usage) in usages.iter().enumerate() {
+                let path = format!("spec.usages[{i}]");
+                let text = usage.as_str().unwrap_or_default();
+                if !csr::VALID_USAGES.contains(&text) {
+                    let mut allowed = csr::VALID_USAGES;
+                    allowed.sort_unstable();
+                    errs.push(FieldError::not_supported(path, usage.clone(), &allowed));
+                } else if seen.contains(&text) {
+                    errs.push(FieldError::duplicate(path, usage.clone()));
+                }
+                seen.push(text);
+            }
+            errs.extend(signer_name_errors(
+                spec["signerName"].as_str().unwrap_or_default(),
+            ));
+            if let Some(seconds) = spec["expirationSeconds"].as_i64()
+                && seconds < 600
+            {
+                errs.push(FieldError::invalid(
+                    "spec.expirationSeconds",
+                    json!(seconds),
+                    "may not specify a duration less than 600 seconds (10 minutes)",
+                ));
             }
             errs
         })
@@ -54,6 +89,67 @@ pub(super) fn certificate_signing_request() -> Typed<certificates::CertificateSi
             immutable(new, old, &["spec", "signerName"], &mut errs);
             errs
         })
+}
+
+/// The PEM of `spec.request` (base64 in JSON), checked.
+fn csr_request(spec: &Value) -> Result<(), String> {
+    use base64::Engine as _;
+    let text = spec["request"].as_str().unwrap_or_default();
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| "PEM block type must be CERTIFICATE REQUEST".to_owned())?;
+    csr::check_request(&pem)
+}
+
+/// A signer name's errors, as Kubernetes' `ValidateCertificateSigningRequestSignerName`: a
+/// domain of at least two DNS labels, one `/`, and a path of DNS subdomains separated by dots.
+fn signer_name_errors(name: &str) -> Vec<FieldError> {
+    const PATH: &str = "spec.signerName";
+    if name.is_empty() {
+        return vec![FieldError::required(PATH, "signerName must be provided")];
+    }
+    let Some((domain, path)) = name.split_once('/').filter(|(_, p)| !p.contains('/')) else {
+        return vec![FieldError::invalid(
+            PATH,
+            json!(name),
+            "must be a fully qualified domain and path of the form 'example.com/signer-name'",
+        )];
+    };
+    let mut errs = Vec::new();
+    if domain.len() > 253 {
+        errs.push(FieldError::too_long(PATH, 253));
+    }
+    let labels: Vec<&str> = domain.split('.').collect();
+    if let Some(bad) = labels.iter().find(|l| !is_label(l)) {
+        for why in check_name(NameRule::Label, bad) {
+            errs.push(FieldError::invalid(
+                PATH,
+                json!(domain),
+                format!("validating label {bad:?}: {why}"),
+            ));
+        }
+    }
+    if labels.len() < 2 {
+        errs.push(FieldError::invalid(
+            PATH,
+            json!(domain),
+            "should be a domain with at least two segments separated by dots",
+        ));
+    }
+    if let Some(bad) = path.split('.').find(|l| !is_subdomain(l)) {
+        for why in check_name(NameRule::Subdomain, bad) {
+            errs.push(FieldError::invalid(
+                PATH,
+                json!(path),
+                format!("validating label {bad:?}: {why}"),
+            ));
+        }
+    }
+    // A domain, one dot, a namespace and a resource name: 253 + 1 + (253 + 63 + 1).
+    if name.len() > 571 {
+        errs.push(FieldError::too_long(PATH, 571));
+    }
+    errs
 }
 
 /// The defaults of one webhook of a (Validating|Mutating)WebhookConfiguration, as Kubernetes'
