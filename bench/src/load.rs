@@ -73,11 +73,6 @@ pub(crate) struct Creator {
 }
 
 impl Creator {
-    /// A creator posting ConfigMaps to namespace `ns` with names starting with `prefix`.
-    pub(crate) fn new(conn: KoreConn, ns: &str, prefix: String) -> Creator {
-        Creator::of(Kind::ConfigMap, conn, ns, prefix)
-    }
-
     /// A creator posting `kind` to namespace `ns` with names starting with `prefix`.
     pub(crate) fn of(kind: Kind, conn: KoreConn, ns: &str, prefix: String) -> Creator {
         Creator {

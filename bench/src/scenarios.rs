@@ -77,8 +77,19 @@ async fn create_namespace(conn: &mut KoreConn, name: &str) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Opens `n` connections and wraps each in a [`Creator`] for namespace `ns`.
+/// Opens `n` connections and wraps each in a ConfigMap [`Creator`] for namespace `ns`.
 async fn creators(
+    server: &KoreServer,
+    n: usize,
+    ns: &str,
+    tag: &str,
+) -> anyhow::Result<Vec<Creator>> {
+    creators_of(Kind::ConfigMap, server, n, ns, tag).await
+}
+
+/// [`creators`] of `kind`.
+async fn creators_of(
+    kind: Kind,
     server: &KoreServer,
     n: usize,
     ns: &str,
@@ -87,9 +98,54 @@ async fn creators(
     let mut workers = Vec::with_capacity(n);
     for w in 0..n {
         let conn = server.target.connect().await?;
-        workers.push(Creator::new(conn, ns, format!("bench-{tag}-{w:02}")));
+        workers.push(Creator::of(kind, conn, ns, format!("bench-{tag}-{w:02}")));
     }
     Ok(workers)
+}
+
+/// A fresh in-memory server whose namespace `ns` was filled with `objects` of `kind` over
+/// `fill_clients` connections, with its RSS before and after the fill (each read once the
+/// connections are idle for [`SETTLE`]). The caller stops the server.
+struct Fill {
+    server: KoreServer,
+    filled: load::Filled,
+    rss_empty: u64,
+    rss_full: u64,
+}
+
+async fn fill(
+    settings: &Settings,
+    kind: Kind,
+    ns: &str,
+    tag: &str,
+    objects: u64,
+) -> anyhow::Result<Fill> {
+    let server = start_kore(settings, Storage::Memory).await?;
+    let mut admin = server.target.connect().await?;
+    create_namespace(&mut admin, ns).await?;
+    // A pod needs its namespace's `default` ServiceAccount (admission refuses it before).
+    let account = format!("/api/v1/namespaces/{ns}/serviceaccounts/default");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin.get(&account).await.is_err() {
+        ensure!(
+            Instant::now() < deadline,
+            "no default ServiceAccount after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(admin);
+    tokio::time::sleep(SETTLE).await;
+    let rss_empty = server.process().rss_bytes()?;
+    let workers = creators_of(kind, &server, settings.fill_clients, ns, tag).await?;
+    let filled = load::for_count(workers, objects).await?;
+    tokio::time::sleep(SETTLE).await;
+    let rss_full = server.process().rss_bytes()?;
+    Ok(Fill {
+        server,
+        filled,
+        rss_empty,
+        rss_full,
+    })
 }
 
 /// Timing of repeated starts.
@@ -369,16 +425,19 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// Stores `memory_objects` ConfigMaps in a fresh in-memory server and compares its RSS growth
 /// with the JSON size of what it stores.
 pub(crate) async fn memory(settings: &Settings) -> anyhow::Result<Memory> {
-    let server = start_kore(settings, Storage::Memory).await?;
-    let mut admin = server.target.connect().await?;
-    create_namespace(&mut admin, "bench-mem").await?;
-    drop(admin);
-    tokio::time::sleep(SETTLE).await;
-    let rss_empty = server.process().rss_bytes()?;
-    let workers = creators(&server, settings.fill_clients, "bench-mem", "r000").await?;
-    let filled = load::for_count(workers, settings.memory_objects).await?;
-    tokio::time::sleep(SETTLE).await;
-    let rss_full = server.process().rss_bytes()?;
+    let Fill {
+        server,
+        filled,
+        rss_empty,
+        rss_full,
+    } = fill(
+        settings,
+        Kind::ConfigMap,
+        "bench-mem",
+        "r000",
+        settings.memory_objects,
+    )
+    .await?;
     let rss_growth = rss_full.saturating_sub(rss_empty);
     let memory = Memory {
         objects: filled.ops,
@@ -423,30 +482,13 @@ pub(crate) struct KindCost {
 pub(crate) async fn kinds(settings: &Settings) -> anyhow::Result<Vec<KindCost>> {
     let mut costs = Vec::new();
     for kind in [Kind::ConfigMap, Kind::Pod, Kind::StatefulSet] {
-        let server = start_kore(settings, Storage::Memory).await?;
-        let mut admin = server.target.connect().await?;
-        create_namespace(&mut admin, "bench-kinds").await?;
-        // A pod needs its namespace's `default` ServiceAccount (admission refuses it before).
-        let account = "/api/v1/namespaces/bench-kinds/serviceaccounts/default";
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while admin.get(account).await.is_err() {
-            ensure!(
-                Instant::now() < deadline,
-                "no default ServiceAccount after 10 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        drop(admin);
-        tokio::time::sleep(SETTLE).await;
-        let rss_empty = server.process().rss_bytes()?;
-        let mut workers = Vec::with_capacity(settings.fill_clients);
-        for w in 0..settings.fill_clients {
-            let conn = server.target.connect().await?;
-            workers.push(Creator::of(kind, conn, "bench-kinds", format!("k{w:02}")));
-        }
-        let filled = load::for_count(workers, settings.kind_objects).await?;
-        tokio::time::sleep(SETTLE).await;
-        let rss_growth = server.process().rss_bytes()?.saturating_sub(rss_empty);
+        let Fill {
+            server,
+            filled,
+            rss_empty,
+            rss_full,
+        } = fill(settings, kind, "bench-kinds", "k000", settings.kind_objects).await?;
+        let rss_growth = rss_full.saturating_sub(rss_empty);
         let cost = KindCost {
             kind,
             objects: filled.ops,

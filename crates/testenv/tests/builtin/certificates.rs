@@ -61,42 +61,49 @@ async fn a_csr_is_checked_on_create_as_kubernetes_checks_it() {
     }
     let err = api.create(&pp, &tampered).await.expect_err("refused");
     assert_invalid(err, "spec.request", "signature");
-    let err = api
-        .create(&pp, &with("c", json!({"usages": []})))
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.usages", "usages must be provided");
-    let err = api
-        .create(
-            &pp,
-            &with("d", json!({"usages": ["client auth", "flying"]})),
-        )
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.usages[1]", "supported values");
-    let err = api
-        .create(
-            &pp,
-            &with("e", json!({"usages": ["client auth", "client auth"]})),
-        )
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.usages[1]", "Duplicate value");
-    let err = api
-        .create(&pp, &with("f", json!({"signerName": "example"})))
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.signerName", "example.com/signer-name");
-    let err = api
-        .create(&pp, &with("g", json!({"signerName": "example/name"})))
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.signerName", "at least two segments");
-    let err = api
-        .create(&pp, &with("h", json!({"expirationSeconds": 599})))
-        .await
-        .expect_err("refused");
-    assert_invalid(err, "spec.expirationSeconds", "less than 600 seconds");
+    // One field wrong at a time: (name, the spec fields replaced, the cause's field, its text).
+    let cases = [
+        (
+            "c",
+            json!({"usages": []}),
+            "spec.usages",
+            "usages must be provided",
+        ),
+        (
+            "d",
+            json!({"usages": ["client auth", "flying"]}),
+            "spec.usages[1]",
+            "supported values",
+        ),
+        (
+            "e",
+            json!({"usages": ["client auth", "client auth"]}),
+            "spec.usages[1]",
+            "Duplicate value",
+        ),
+        (
+            "f",
+            json!({"signerName": "example"}),
+            "spec.signerName",
+            "example.com/signer-name",
+        ),
+        (
+            "g",
+            json!({"signerName": "example/name"}),
+            "spec.signerName",
+            "at least two segments",
+        ),
+        (
+            "h",
+            json!({"expirationSeconds": 599}),
+            "spec.expirationSeconds",
+            "less than 600 seconds",
+        ),
+    ];
+    for (name, spec, field, text) in cases {
+        let err = api.create(&pp, &with(name, spec)).await.expect_err(name);
+        assert_invalid(err, field, text);
+    }
     // A custom signer's well-formed request is accepted, and nothing refused was stored.
     api.create(
         &pp,
