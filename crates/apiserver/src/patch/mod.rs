@@ -82,8 +82,21 @@ impl Patch {
         }
     }
 
-    /// Applies the patch to `current` (in served form) of kind `kind`.
+    /// Applies the patch to `current` (in served form) of kind `kind`. The result is always
+    /// a JSON object: a patch that makes the document anything else (a JSON patch that
+    /// replaces the root with a string) is a 400, as the patched bytes cannot decode into
+    /// an object.
     pub fn apply(&self, kind: &str, current: &Value) -> Result<Value, ApiError> {
+        let patched = self.apply_any(kind, current)?;
+        if !patched.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the patched {kind} is not a JSON object"
+            )));
+        }
+        Ok(patched)
+    }
+
+    fn apply_any(&self, kind: &str, current: &Value) -> Result<Value, ApiError> {
         match self {
             Patch::Json(ops) => {
                 let mut doc = current.clone();
@@ -262,6 +275,25 @@ mod tests {
         assert_eq!(
             out,
             json!({"metadata": {"name": "a"}, "data": {"a": "1", "c": "3"}})
+        );
+    }
+
+    /// Found by fuzzing (`fuzz/regressions/patch_json/root-replaced-by-a-string.bin`): the
+    /// registry's write path took the patched document for an object and panicked.
+    #[test]
+    fn a_patch_that_makes_the_document_a_non_object_is_bad_request() {
+        let p = Patch::parse(
+            BodyType::JsonPatch,
+            br#"[{"op":"add","path":"","value":"a string"}]"#,
+            true,
+        )
+        .expect("parses");
+        let err = p
+            .apply("ConfigMap", &json!({"metadata": {"name": "a"}}))
+            .expect_err("refused");
+        assert!(
+            matches!(&err, ApiError::BadRequest(m) if m.contains("not a JSON object")),
+            "{err:?}"
         );
     }
 
