@@ -530,8 +530,8 @@ impl Drop for Running {
     }
 }
 
-/// Publishes an event in the background: events are best-effort, and a sync does not wait
-/// for them.
+/// Records an event through the recorder's bounded background writer: events are
+/// best-effort, and a sync does not wait for them.
 pub(crate) fn publish(
     recorder: &Recorder,
     regarding: ObjectReference,
@@ -540,7 +540,6 @@ pub(crate) fn publish(
     action: &str,
     note: String,
 ) {
-    let recorder = recorder.clone();
     let event = Event {
         type_,
         reason: reason.into(),
@@ -548,11 +547,7 @@ pub(crate) fn publish(
         note: Some(note),
         related: None,
     };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &regarding).await {
-            tracing::debug!(error = %e, "publishing an event failed");
-        }
-    });
+    recorder.record(event, regarding);
 }
 
 #[cfg(test)]

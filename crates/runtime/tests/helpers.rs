@@ -74,6 +74,65 @@ async fn repeats_of_the_same_event_bump_the_series_count_of_one_event() -> anyho
 }
 
 #[tokio::test]
+async fn recorded_events_are_written_in_the_background_and_repeats_still_count()
+-> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let cm = config_map(&env, "subject").await?;
+    let recorder = Recorder::new(env.client(), Reporter::new("kore.dev/test"));
+    for _ in 0..5 {
+        recorder.record(failed_sync("boom"), cm.object_ref(&()));
+    }
+    recorder.record(failed_sync("other"), cm.object_ref(&()));
+    recorder.flush().await;
+
+    let events: Api<KubeEvent> = Api::namespaced(env.client(), "default");
+    let mut list = events.list(&ListParams::default()).await?.items;
+    list.sort_by_key(|e| e.note.clone());
+    let counts: Vec<(Option<String>, Option<i32>)> = list
+        .iter()
+        .map(|e| (e.note.clone(), e.series.as_ref().map(|s| s.count)))
+        .collect();
+    assert_eq!(
+        counts,
+        [(Some("boom".into()), Some(5)), (Some("other".into()), None)]
+    );
+    assert_eq!(recorder.dropped(), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_full_event_queue_drops_and_counts_what_does_not_fit() -> anyhow::Result<()> {
+    let env = kore_testenv::TestEnv::start().await?;
+    let cm = config_map(&env, "subject").await?;
+    let recorder = Recorder::new(env.client(), Reporter::new("kore.dev/test"));
+    // The test runs on one thread, so the writer cannot drain the queue between these calls.
+    let burst = kore_runtime::events::MAX_QUEUED + 250;
+    for i in 0..burst {
+        recorder.record(failed_sync(&format!("failure {i}")), cm.object_ref(&()));
+    }
+    assert_eq!(recorder.dropped(), 250);
+    recorder.flush().await;
+
+    let events: Api<KubeEvent> = Api::namespaced(env.client(), "default");
+    let list = events.list(&ListParams::default()).await?.items;
+    assert_eq!(list.len(), kore_runtime::events::MAX_QUEUED);
+    // The first ones were kept, the last ones dropped.
+    assert!(list.iter().any(|e| e.note.as_deref() == Some("failure 0")));
+    assert!(
+        !list
+            .iter()
+            .any(|e| e.note.as_deref() == Some("failure 1249"))
+    );
+    // Nothing is lost once the queue has room again.
+    recorder.record(failed_sync("after"), cm.object_ref(&()));
+    recorder.flush().await;
+    let list = events.list(&ListParams::default()).await?.items;
+    assert!(list.iter().any(|e| e.note.as_deref() == Some("after")));
+    assert_eq!(recorder.dropped(), 250);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_repeat_after_its_event_was_deleted_starts_a_new_event() -> anyhow::Result<()> {
     let env = kore_testenv::TestEnv::start().await?;
     let cm = config_map(&env, "subject").await?;

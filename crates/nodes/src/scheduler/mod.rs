@@ -495,7 +495,7 @@ async fn bind(
                     note: Some(format!("Successfully assigned {ns}/{} to {node}", key.name)),
                     related: None,
                 };
-                let _ = recorder.publish(&event, &pod.object_ref(&())).await;
+                recorder.record(event, pod.object_ref(&()));
             }
             Done::Bound
         }
@@ -552,7 +552,7 @@ async fn report_unschedulable(
         note: Some(message),
         related: None,
     };
-    let _ = recorder.publish(&event, &pod.object_ref(&())).await;
+    recorder.record(event, pod.object_ref(&()));
     Done::Reported
 }
 

@@ -346,6 +346,7 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
             () = store.wait_until_synced() => {}
         }
         let mut pool = JoinSet::new();
+        let recorder = Recorder::new(client, Reporter::new(name.clone()));
         if !shutdown.is_cancelled() {
             tracing::info!(controller = %name, workers, "starting workers");
             metrics
@@ -358,8 +359,7 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
                 tombstones,
                 reconciler,
                 metrics,
-                recorder: Recorder::new(client, Reporter::new(name.clone())),
-                tasks: tracker.clone(),
+                recorder: recorder.clone(),
             });
             for _ in 0..workers {
                 pool.spawn(worker::run(shared.clone()));
@@ -380,6 +380,8 @@ impl<K: Informable, R: Reconciler<K>> Controller<K, R> {
             }
         }
         tracker.wait().await;
+        // The quarantine events the workers recorded are written before the controller ends.
+        recorder.flush().await;
         match failure {
             Some(source) => Err(Error::WorkerFailed {
                 controller: name,

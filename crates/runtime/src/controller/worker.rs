@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::reconciler::{Action, ReconcileError, Reconciler, Request};
@@ -33,8 +32,6 @@ pub(crate) struct Shared<K, R> {
     pub(crate) metrics: ControllerMetrics,
     /// Records the controller's own events (quarantines), as the controller's name.
     pub(crate) recorder: Recorder,
-    /// Tracks the tasks workers spawn (event writes), so the controller waits for them.
-    pub(crate) tasks: TaskTracker,
 }
 
 /// Runs until the queue shuts down. The reconcile in flight always finishes.
@@ -165,10 +162,5 @@ where
         )),
         related: None,
     };
-    let recorder = shared.recorder.clone();
-    shared.tasks.spawn(async move {
-        if let Err(error) = recorder.publish(&event, &regarding).await {
-            tracing::warn!(%error, "recording the quarantine event failed");
-        }
-    });
+    shared.recorder.record(event, regarding);
 }
