@@ -34,6 +34,7 @@
 
 mod api_error;
 pub mod backend;
+mod encoded;
 mod history;
 mod store;
 pub mod wal;

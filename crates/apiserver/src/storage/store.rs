@@ -1,8 +1,8 @@
 //! [`Store`]: the in-memory state, the revision clock and the write path to the backend.
 //!
 //! One `std::sync::Mutex` guards the live objects and the clock. It is held only to check a
-//! precondition, stamp a revision, encode the object and queue it for the backend; parsing,
-//! patching and validation happen outside it, and a write whose object changed underneath is
+//! precondition, stamp a revision into the already encoded object ([`Encoded`]) and queue it
+//! for the backend; parsing, patching, validation and encoding happen outside it, and a write whose object changed underneath is
 //! re-run (optimistic concurrency, as `GuaranteedUpdate` does in Kubernetes). The lock is
 //! never held across an `.await`: a writer waits for durability after releasing it.
 
@@ -11,17 +11,17 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::backend::{Backend, BackendError, Record};
+use super::encoded::Encoded;
 use super::history::{EventType, History, WatchEvent, Watcher};
 use super::{
     ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
-    Written, set_resource_version,
+    Written,
 };
 use crate::api::limits::{MAX_DEPTH, encoded_depth};
 
@@ -175,12 +175,11 @@ impl Store {
         &self,
         state: &mut State,
         key: Arc<str>,
-        mut obj: Value,
+        obj: Encoded,
         prev: Option<Stored>,
     ) -> Result<(Stored, Ack), StorageError> {
         let rv = state.rv + 1;
-        set_resource_version(&mut obj, rv);
-        let bytes = encode(&obj)?;
+        let bytes = obj.with_rv(rv)?;
         state.rv = rv;
         let stored = Stored {
             rv,
@@ -209,12 +208,11 @@ impl Store {
         &self,
         state: &mut State,
         key: Arc<str>,
-        mut last: Value,
+        last: Encoded,
         prev: Stored,
     ) -> Result<(Stored, Ack), StorageError> {
         let rv = state.rv + 1;
-        set_resource_version(&mut last, rv);
-        let bytes = encode(&last)?;
+        let bytes = last.with_rv(rv)?;
         state.rv = rv;
         state.objects.remove(&key);
         state.unreadable.remove(&key);
@@ -281,6 +279,7 @@ impl Store {
     }
 
     async fn create_impl(&self, key: &str, obj: Value) -> Result<Stored, StorageError> {
+        let obj = Encoded::new(obj)?;
         let (stored, ack) = {
             let mut state = self.lock();
             if state.objects.contains_key(key) {
@@ -304,13 +303,10 @@ impl Store {
             check_preconditions(pre, &current, &value)?;
             match update(value) {
                 Update::Abort => return Err(StorageError::Aborted),
-                Update::Put(mut new) => {
+                Update::Put(new) => {
+                    let new = Encoded::new(new)?;
                     // Canonical encoding makes "nothing changed" a byte comparison.
-                    set_resource_version(&mut new, current.rv);
-                    let unchanged = crate::api::encoding::to_vec(&new)
-                        .map(|b| b[..] == current.bytes[..])
-                        .unwrap_or(false);
-                    if unchanged {
+                    if new.same_as(current.rv, &current.bytes) {
                         return Ok(Written {
                             stored: current,
                             outcome: Outcome::Unchanged,
@@ -334,6 +330,7 @@ impl Store {
                     });
                 }
                 Update::Delete(last) => {
+                    let last = Encoded::new(last)?;
                     let (stored, ack) = {
                         let mut state = self.lock();
                         let Some((k, now)) = state.objects.get_key_value(key) else {
@@ -370,7 +367,7 @@ impl Store {
             }
             let value = current.value()?;
             check_preconditions(pre, &current, &value)?;
-            self.commit_delete(&mut state, k, value, current)?
+            self.commit_delete(&mut state, k, Encoded::new(value)?, current)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -397,6 +394,7 @@ impl Store {
         pre: &Preconditions,
         last: Value,
     ) -> Result<Stored, StorageError> {
+        let last = Encoded::new(last)?;
         let (stored, ack) = {
             let mut state = self.lock();
             let Some((k, current)) = state.objects.get_key_value(key) else {
@@ -529,19 +527,6 @@ impl Store {
             unreadable: skipped,
         })
     }
-}
-
-/// Encodes an object compactly, without spare capacity: stored bytes live as long as the
-/// object, so slack from the encoder's buffer growth would be memory wasted per object.
-/// Refuses an object that could not be read back (the registry rejects those before they
-/// get here; this is the last line of defence).
-fn encode(obj: &Value) -> Result<Bytes, StorageError> {
-    let mut buf =
-        crate::api::encoding::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
-    readable(&buf)
-        .map_err(|why| StorageError::Internal(format!("refusing to store an object: {why}")))?;
-    buf.shrink_to_fit();
-    Ok(Bytes::from(buf))
 }
 
 /// Whether stored bytes can be read back: nested no deeper than [`MAX_DEPTH`].
