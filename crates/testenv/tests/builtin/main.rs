@@ -18,4 +18,5 @@ mod kubectl;
 mod omitted;
 mod openapi;
 mod pod_subresources;
+mod protobuf;
 mod proxy;

@@ -3,16 +3,28 @@
 //! `ToJson` for the k8s-pb 0.9.0 messages reachable from the top-level kinds in
 //! `decode_object`, with JSON field names taken from k8s-openapi.
 
+use k8s_pb::api::admissionregistration::v1 as admissionregistration_v1;
 use k8s_pb::api::apps::v1 as apps_v1;
 use k8s_pb::api::authentication::v1 as authentication_v1;
 use k8s_pb::api::authorization::v1 as authorization_v1;
 use k8s_pb::api::autoscaling::v1 as autoscaling_v1;
+use k8s_pb::api::autoscaling::v2 as autoscaling_v2;
+use k8s_pb::api::batch::v1 as batch_v1;
+use k8s_pb::api::certificates::v1 as certificates_v1;
 use k8s_pb::api::coordination::v1 as coordination_v1;
 use k8s_pb::api::core::v1 as core_v1;
+use k8s_pb::api::discovery::v1 as discovery_v1;
 use k8s_pb::api::events::v1 as events_v1;
+use k8s_pb::api::flowcontrol::v1 as flowcontrol_v1;
+use k8s_pb::api::networking::v1 as networking_v1;
+use k8s_pb::api::node::v1 as node_v1;
+use k8s_pb::api::policy::v1 as policy_v1;
 use k8s_pb::api::rbac::v1 as rbac_v1;
+use k8s_pb::api::scheduling::v1 as scheduling_v1;
+use k8s_pb::api::storage::v1 as storage_v1;
 use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions_v1;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta_v1;
+use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration_v1;
 use serde_json::Value;
 
 use super::{Obj, ToJson, decode_as};
@@ -26,35 +38,47 @@ pub(super) fn decode_object(
     raw: &[u8],
 ) -> Option<Result<Value, prost::DecodeError>> {
     let value = match (api_version, kind) {
+        ("v1", "Binding") => decode_as::<core_v1::Binding>(raw),
         ("v1", "ConfigMap") => decode_as::<core_v1::ConfigMap>(raw),
+        ("v1", "Endpoints") => decode_as::<core_v1::Endpoints>(raw),
         ("v1", "Event") => decode_as::<core_v1::Event>(raw),
+        ("v1", "LimitRange") => decode_as::<core_v1::LimitRange>(raw),
         ("v1", "Namespace") => decode_as::<core_v1::Namespace>(raw),
+        ("v1", "Node") => decode_as::<core_v1::Node>(raw),
+        ("v1", "PersistentVolume") => decode_as::<core_v1::PersistentVolume>(raw),
+        ("v1", "PersistentVolumeClaim") => decode_as::<core_v1::PersistentVolumeClaim>(raw),
         ("v1", "Pod") => decode_as::<core_v1::Pod>(raw),
+        ("v1", "PodTemplate") => decode_as::<core_v1::PodTemplate>(raw),
+        ("v1", "ReplicationController") => decode_as::<core_v1::ReplicationController>(raw),
+        ("v1", "ResourceQuota") => decode_as::<core_v1::ResourceQuota>(raw),
         ("v1", "Secret") => decode_as::<core_v1::Secret>(raw),
         ("v1", "Service") => decode_as::<core_v1::Service>(raw),
         ("v1", "ServiceAccount") => decode_as::<core_v1::ServiceAccount>(raw),
+        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+            decode_as::<admissionregistration_v1::MutatingWebhookConfiguration>(raw)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            decode_as::<admissionregistration_v1::ValidatingAdmissionPolicy>(raw)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            decode_as::<admissionregistration_v1::ValidatingAdmissionPolicyBinding>(raw)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            decode_as::<admissionregistration_v1::ValidatingWebhookConfiguration>(raw)
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            decode_as::<apiextensions_v1::CustomResourceDefinition>(raw)
+        }
+        ("apiregistration.k8s.io/v1", "APIService") => {
+            decode_as::<apiregistration_v1::APIService>(raw)
+        }
+        ("apps/v1", "ControllerRevision") => decode_as::<apps_v1::ControllerRevision>(raw),
+        ("apps/v1", "DaemonSet") => decode_as::<apps_v1::DaemonSet>(raw),
         ("apps/v1", "Deployment") => decode_as::<apps_v1::Deployment>(raw),
         ("apps/v1", "ReplicaSet") => decode_as::<apps_v1::ReplicaSet>(raw),
-        ("autoscaling/v1", "Scale") => decode_as::<autoscaling_v1::Scale>(raw),
-        ("coordination.k8s.io/v1", "Lease") => decode_as::<coordination_v1::Lease>(raw),
-        ("events.k8s.io/v1", "Event") => decode_as::<events_v1::Event>(raw),
-        ("rbac.authorization.k8s.io/v1", "ClusterRole") => decode_as::<rbac_v1::ClusterRole>(raw),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
-            decode_as::<rbac_v1::ClusterRoleBinding>(raw)
-        }
-        ("rbac.authorization.k8s.io/v1", "Role") => decode_as::<rbac_v1::Role>(raw),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding") => decode_as::<rbac_v1::RoleBinding>(raw),
-        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
-            decode_as::<authorization_v1::SelfSubjectAccessReview>(raw)
-        }
-        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
-            decode_as::<authorization_v1::SubjectAccessReview>(raw)
-        }
+        ("apps/v1", "StatefulSet") => decode_as::<apps_v1::StatefulSet>(raw),
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
             decode_as::<authentication_v1::SelfSubjectReview>(raw)
-        }
-        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
-            decode_as::<authorization_v1::SelfSubjectRulesReview>(raw)
         }
         ("authentication.k8s.io/v1", "TokenRequest") => {
             decode_as::<authentication_v1::TokenRequest>(raw)
@@ -62,13 +86,470 @@ pub(super) fn decode_object(
         ("authentication.k8s.io/v1", "TokenReview") => {
             decode_as::<authentication_v1::TokenReview>(raw)
         }
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
-            decode_as::<apiextensions_v1::CustomResourceDefinition>(raw)
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            decode_as::<authorization_v1::LocalSubjectAccessReview>(raw)
         }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            decode_as::<authorization_v1::SelfSubjectAccessReview>(raw)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            decode_as::<authorization_v1::SelfSubjectRulesReview>(raw)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            decode_as::<authorization_v1::SubjectAccessReview>(raw)
+        }
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => {
+            decode_as::<autoscaling_v1::HorizontalPodAutoscaler>(raw)
+        }
+        ("autoscaling/v1", "Scale") => decode_as::<autoscaling_v1::Scale>(raw),
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
+            decode_as::<autoscaling_v2::HorizontalPodAutoscaler>(raw)
+        }
+        ("batch/v1", "CronJob") => decode_as::<batch_v1::CronJob>(raw),
+        ("batch/v1", "Job") => decode_as::<batch_v1::Job>(raw),
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            decode_as::<certificates_v1::CertificateSigningRequest>(raw)
+        }
+        ("coordination.k8s.io/v1", "Lease") => decode_as::<coordination_v1::Lease>(raw),
+        ("discovery.k8s.io/v1", "EndpointSlice") => decode_as::<discovery_v1::EndpointSlice>(raw),
+        ("events.k8s.io/v1", "Event") => decode_as::<events_v1::Event>(raw),
+        ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") => {
+            decode_as::<flowcontrol_v1::FlowSchema>(raw)
+        }
+        ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration") => {
+            decode_as::<flowcontrol_v1::PriorityLevelConfiguration>(raw)
+        }
+        ("networking.k8s.io/v1", "IPAddress") => decode_as::<networking_v1::IPAddress>(raw),
+        ("networking.k8s.io/v1", "Ingress") => decode_as::<networking_v1::Ingress>(raw),
+        ("networking.k8s.io/v1", "IngressClass") => decode_as::<networking_v1::IngressClass>(raw),
+        ("networking.k8s.io/v1", "NetworkPolicy") => decode_as::<networking_v1::NetworkPolicy>(raw),
+        ("networking.k8s.io/v1", "ServiceCIDR") => decode_as::<networking_v1::ServiceCIDR>(raw),
+        ("node.k8s.io/v1", "RuntimeClass") => decode_as::<node_v1::RuntimeClass>(raw),
+        ("policy/v1", "Eviction") => decode_as::<policy_v1::Eviction>(raw),
+        ("policy/v1beta1", "Eviction") => decode_as::<policy_v1::Eviction>(raw),
+        ("policy/v1", "PodDisruptionBudget") => decode_as::<policy_v1::PodDisruptionBudget>(raw),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => decode_as::<rbac_v1::ClusterRole>(raw),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            decode_as::<rbac_v1::ClusterRoleBinding>(raw)
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => decode_as::<rbac_v1::Role>(raw),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => decode_as::<rbac_v1::RoleBinding>(raw),
+        ("scheduling.k8s.io/v1", "PriorityClass") => decode_as::<scheduling_v1::PriorityClass>(raw),
+        ("storage.k8s.io/v1", "CSIDriver") => decode_as::<storage_v1::CSIDriver>(raw),
+        ("storage.k8s.io/v1", "CSINode") => decode_as::<storage_v1::CSINode>(raw),
+        ("storage.k8s.io/v1", "CSIStorageCapacity") => {
+            decode_as::<storage_v1::CSIStorageCapacity>(raw)
+        }
+        ("storage.k8s.io/v1", "StorageClass") => decode_as::<storage_v1::StorageClass>(raw),
+        ("storage.k8s.io/v1", "VolumeAttachment") => decode_as::<storage_v1::VolumeAttachment>(raw),
         (_, "DeleteOptions") => decode_as::<meta_v1::DeleteOptions>(raw),
         _ => return None,
     };
     Some(value)
+}
+
+/// The `(apiVersion, kind)` of every type `decode_object` knows; `None` is any `apiVersion`.
+#[cfg(test)]
+pub(super) const KINDS: &[(Option<&str>, &str)] = &[
+    (Some("v1"), "Binding"),
+    (Some("v1"), "ConfigMap"),
+    (Some("v1"), "Endpoints"),
+    (Some("v1"), "Event"),
+    (Some("v1"), "LimitRange"),
+    (Some("v1"), "Namespace"),
+    (Some("v1"), "Node"),
+    (Some("v1"), "PersistentVolume"),
+    (Some("v1"), "PersistentVolumeClaim"),
+    (Some("v1"), "Pod"),
+    (Some("v1"), "PodTemplate"),
+    (Some("v1"), "ReplicationController"),
+    (Some("v1"), "ResourceQuota"),
+    (Some("v1"), "Secret"),
+    (Some("v1"), "Service"),
+    (Some("v1"), "ServiceAccount"),
+    (
+        Some("admissionregistration.k8s.io/v1"),
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        Some("admissionregistration.k8s.io/v1"),
+        "ValidatingAdmissionPolicy",
+    ),
+    (
+        Some("admissionregistration.k8s.io/v1"),
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    (
+        Some("admissionregistration.k8s.io/v1"),
+        "ValidatingWebhookConfiguration",
+    ),
+    (Some("apiextensions.k8s.io/v1"), "CustomResourceDefinition"),
+    (Some("apiregistration.k8s.io/v1"), "APIService"),
+    (Some("apps/v1"), "ControllerRevision"),
+    (Some("apps/v1"), "DaemonSet"),
+    (Some("apps/v1"), "Deployment"),
+    (Some("apps/v1"), "ReplicaSet"),
+    (Some("apps/v1"), "StatefulSet"),
+    (Some("authentication.k8s.io/v1"), "SelfSubjectReview"),
+    (Some("authentication.k8s.io/v1"), "TokenRequest"),
+    (Some("authentication.k8s.io/v1"), "TokenReview"),
+    (Some("authorization.k8s.io/v1"), "LocalSubjectAccessReview"),
+    (Some("authorization.k8s.io/v1"), "SelfSubjectAccessReview"),
+    (Some("authorization.k8s.io/v1"), "SelfSubjectRulesReview"),
+    (Some("authorization.k8s.io/v1"), "SubjectAccessReview"),
+    (Some("autoscaling/v1"), "HorizontalPodAutoscaler"),
+    (Some("autoscaling/v1"), "Scale"),
+    (Some("autoscaling/v2"), "HorizontalPodAutoscaler"),
+    (Some("batch/v1"), "CronJob"),
+    (Some("batch/v1"), "Job"),
+    (Some("certificates.k8s.io/v1"), "CertificateSigningRequest"),
+    (Some("coordination.k8s.io/v1"), "Lease"),
+    (Some("discovery.k8s.io/v1"), "EndpointSlice"),
+    (Some("events.k8s.io/v1"), "Event"),
+    (Some("flowcontrol.apiserver.k8s.io/v1"), "FlowSchema"),
+    (
+        Some("flowcontrol.apiserver.k8s.io/v1"),
+        "PriorityLevelConfiguration",
+    ),
+    (Some("networking.k8s.io/v1"), "IPAddress"),
+    (Some("networking.k8s.io/v1"), "Ingress"),
+    (Some("networking.k8s.io/v1"), "IngressClass"),
+    (Some("networking.k8s.io/v1"), "NetworkPolicy"),
+    (Some("networking.k8s.io/v1"), "ServiceCIDR"),
+    (Some("node.k8s.io/v1"), "RuntimeClass"),
+    (Some("policy/v1"), "Eviction"),
+    (Some("policy/v1beta1"), "Eviction"),
+    (Some("policy/v1"), "PodDisruptionBudget"),
+    (Some("rbac.authorization.k8s.io/v1"), "ClusterRole"),
+    (Some("rbac.authorization.k8s.io/v1"), "ClusterRoleBinding"),
+    (Some("rbac.authorization.k8s.io/v1"), "Role"),
+    (Some("rbac.authorization.k8s.io/v1"), "RoleBinding"),
+    (Some("scheduling.k8s.io/v1"), "PriorityClass"),
+    (Some("storage.k8s.io/v1"), "CSIDriver"),
+    (Some("storage.k8s.io/v1"), "CSINode"),
+    (Some("storage.k8s.io/v1"), "CSIStorageCapacity"),
+    (Some("storage.k8s.io/v1"), "StorageClass"),
+    (Some("storage.k8s.io/v1"), "VolumeAttachment"),
+    (None, "DeleteOptions"),
+];
+
+impl ToJson for admissionregistration_v1::AuditAnnotation {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("key", self.key.as_deref());
+        o.string("valueExpression", self.value_expression.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ExpressionWarning {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("fieldRef", self.field_ref.as_deref());
+        o.string("warning", self.warning.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::MatchCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("expression", self.expression.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::MatchResources {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("namespaceSelector", self.namespace_selector.as_ref());
+        o.message("objectSelector", self.object_selector.as_ref());
+        o.messages("resourceRules", &self.resource_rules);
+        o.messages("excludeResourceRules", &self.exclude_resource_rules);
+        o.string("matchPolicy", self.match_policy.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::MutatingWebhook {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("clientConfig", self.client_config.as_ref());
+        o.messages("rules", &self.rules);
+        o.string("failurePolicy", self.failure_policy.as_deref());
+        o.string("matchPolicy", self.match_policy.as_deref());
+        o.message("namespaceSelector", self.namespace_selector.as_ref());
+        o.message("objectSelector", self.object_selector.as_ref());
+        o.string("sideEffects", self.side_effects.as_deref());
+        o.scalar("timeoutSeconds", self.timeout_seconds);
+        o.strings("admissionReviewVersions", &self.admission_review_versions);
+        o.string("reinvocationPolicy", self.reinvocation_policy.as_deref());
+        o.messages("matchConditions", &self.match_conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::MutatingWebhookConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.messages("webhooks", &self.webhooks);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::NamedRuleWithOperations {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("resourceNames", &self.resource_names);
+        o.inline(self.rule_with_operations.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ParamKind {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("apiVersion", self.api_version.as_deref());
+        o.string("kind", self.kind.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ParamRef {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("namespace", self.namespace.as_deref());
+        o.message("selector", self.selector.as_ref());
+        o.string(
+            "parameterNotFoundAction",
+            self.parameter_not_found_action.as_deref(),
+        );
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::Rule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("apiGroups", &self.api_groups);
+        o.strings("apiVersions", &self.api_versions);
+        o.strings("resources", &self.resources);
+        o.string("scope", self.scope.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::RuleWithOperations {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("operations", &self.operations);
+        o.inline(self.rule.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ServiceReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("namespace", self.namespace.as_deref());
+        o.string("name", self.name.as_deref());
+        o.set_string("path", self.path.as_deref());
+        o.scalar("port", self.port);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::TypeChecking {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("expressionWarnings", &self.expression_warnings);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingAdmissionPolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingAdmissionPolicyBinding {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingAdmissionPolicyBindingSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("policyName", self.policy_name.as_deref());
+        o.message("paramRef", self.param_ref.as_ref());
+        o.message("matchResources", self.match_resources.as_ref());
+        o.strings("validationActions", &self.validation_actions);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingAdmissionPolicySpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("paramKind", self.param_kind.as_ref());
+        o.message("matchConstraints", self.match_constraints.as_ref());
+        o.messages("validations", &self.validations);
+        o.string("failurePolicy", self.failure_policy.as_deref());
+        o.messages("auditAnnotations", &self.audit_annotations);
+        o.messages("matchConditions", &self.match_conditions);
+        o.messages("variables", &self.variables);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingAdmissionPolicyStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.nonzero("observedGeneration", self.observed_generation);
+        o.message("typeChecking", self.type_checking.as_ref());
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingWebhook {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("clientConfig", self.client_config.as_ref());
+        o.messages("rules", &self.rules);
+        o.string("failurePolicy", self.failure_policy.as_deref());
+        o.string("matchPolicy", self.match_policy.as_deref());
+        o.message("namespaceSelector", self.namespace_selector.as_ref());
+        o.message("objectSelector", self.object_selector.as_ref());
+        o.string("sideEffects", self.side_effects.as_deref());
+        o.scalar("timeoutSeconds", self.timeout_seconds);
+        o.strings("admissionReviewVersions", &self.admission_review_versions);
+        o.messages("matchConditions", &self.match_conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::ValidatingWebhookConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.messages("webhooks", &self.webhooks);
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::Validation {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("expression", self.expression.as_deref());
+        o.string("message", self.message.as_deref());
+        o.string("reason", self.reason.as_deref());
+        o.string("messageExpression", self.message_expression.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::Variable {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("expression", self.expression.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for admissionregistration_v1::WebhookClientConfig {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("url", self.url.as_deref());
+        o.message("service", self.service.as_ref());
+        o.bytes("caBundle", self.ca_bundle.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::ControllerRevision {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("data", self.data.as_ref());
+        o.scalar("revision", self.revision);
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::DaemonSet {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::DaemonSetCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::DaemonSetSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("selector", self.selector.as_ref());
+        o.message("template", self.template.as_ref());
+        o.message("updateStrategy", self.update_strategy.as_ref());
+        o.nonzero("minReadySeconds", self.min_ready_seconds);
+        o.scalar("revisionHistoryLimit", self.revision_history_limit);
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::DaemonSetStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("currentNumberScheduled", self.current_number_scheduled);
+        o.scalar("numberMisscheduled", self.number_misscheduled);
+        o.scalar("desiredNumberScheduled", self.desired_number_scheduled);
+        o.scalar("numberReady", self.number_ready);
+        o.nonzero("observedGeneration", self.observed_generation);
+        o.nonzero("updatedNumberScheduled", self.updated_number_scheduled);
+        o.nonzero("numberAvailable", self.number_available);
+        o.nonzero("numberUnavailable", self.number_unavailable);
+        o.scalar("collisionCount", self.collision_count);
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::DaemonSetUpdateStrategy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("rollingUpdate", self.rolling_update.as_ref());
+        o.finish()
+    }
 }
 
 impl ToJson for apps_v1::Deployment {
@@ -181,11 +662,115 @@ impl ToJson for apps_v1::ReplicaSetStatus {
     }
 }
 
+impl ToJson for apps_v1::RollingUpdateDaemonSet {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("maxUnavailable", self.max_unavailable.as_ref());
+        o.message("maxSurge", self.max_surge.as_ref());
+        o.finish()
+    }
+}
+
 impl ToJson for apps_v1::RollingUpdateDeployment {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.message("maxUnavailable", self.max_unavailable.as_ref());
         o.message("maxSurge", self.max_surge.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::RollingUpdateStatefulSetStrategy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("partition", self.partition);
+        o.message("maxUnavailable", self.max_unavailable.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSet {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetOrdinals {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("start", self.start);
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetPersistentVolumeClaimRetentionPolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("whenDeleted", self.when_deleted.as_deref());
+        o.string("whenScaled", self.when_scaled.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("replicas", self.replicas);
+        o.message("selector", self.selector.as_ref());
+        o.message("template", self.template.as_ref());
+        o.messages("volumeClaimTemplates", &self.volume_claim_templates);
+        o.string("serviceName", self.service_name.as_deref());
+        o.string("podManagementPolicy", self.pod_management_policy.as_deref());
+        o.message("updateStrategy", self.update_strategy.as_ref());
+        o.scalar("revisionHistoryLimit", self.revision_history_limit);
+        o.nonzero("minReadySeconds", self.min_ready_seconds);
+        o.message(
+            "persistentVolumeClaimRetentionPolicy",
+            self.persistent_volume_claim_retention_policy.as_ref(),
+        );
+        o.message("ordinals", self.ordinals.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.nonzero("observedGeneration", self.observed_generation);
+        o.scalar("replicas", self.replicas);
+        o.nonzero("readyReplicas", self.ready_replicas);
+        o.nonzero("currentReplicas", self.current_replicas);
+        o.nonzero("updatedReplicas", self.updated_replicas);
+        o.string("currentRevision", self.current_revision.as_deref());
+        o.string("updateRevision", self.update_revision.as_deref());
+        o.scalar("collisionCount", self.collision_count);
+        o.messages("conditions", &self.conditions);
+        o.scalar("availableReplicas", self.available_replicas);
+        o.finish()
+    }
+}
+
+impl ToJson for apps_v1::StatefulSetUpdateStrategy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("rollingUpdate", self.rolling_update.as_ref());
         o.finish()
     }
 }
@@ -269,7 +854,7 @@ impl ToJson for authentication_v1::TokenReviewSpec {
 impl ToJson for authentication_v1::TokenReviewStatus {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.scalar("authenticated", self.authenticated);
+        o.nonzero("authenticated", self.authenticated);
         o.message("user", self.user.as_ref());
         o.strings("audiences", &self.audiences);
         o.string("error", self.error.as_deref());
@@ -302,6 +887,16 @@ impl ToJson for authorization_v1::LabelSelectorAttributes {
         let mut o = Obj::new();
         o.string("rawSelector", self.raw_selector.as_deref());
         o.messages("requirements", &self.requirements);
+        o.finish()
+    }
+}
+
+impl ToJson for authorization_v1::LocalSubjectAccessReview {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
         o.finish()
     }
 }
@@ -439,6 +1034,55 @@ impl ToJson for authorization_v1::SubjectRulesReviewStatus {
     }
 }
 
+impl ToJson for autoscaling_v1::CrossVersionObjectReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("kind", self.kind.as_deref());
+        o.string("name", self.name.as_deref());
+        o.string("apiVersion", self.api_version.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v1::HorizontalPodAutoscaler {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v1::HorizontalPodAutoscalerSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("scaleTargetRef", self.scale_target_ref.as_ref());
+        o.scalar("minReplicas", self.min_replicas);
+        o.scalar("maxReplicas", self.max_replicas);
+        o.scalar(
+            "targetCPUUtilizationPercentage",
+            self.target_cpu_utilization_percentage,
+        );
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v1::HorizontalPodAutoscalerStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("observedGeneration", self.observed_generation);
+        o.message("lastScaleTime", self.last_scale_time.as_ref());
+        o.scalar("currentReplicas", self.current_replicas);
+        o.scalar("desiredReplicas", self.desired_replicas);
+        o.scalar(
+            "currentCPUUtilizationPercentage",
+            self.current_cpu_utilization_percentage,
+        );
+        o.finish()
+    }
+}
+
 impl ToJson for autoscaling_v1::Scale {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -466,6 +1110,473 @@ impl ToJson for autoscaling_v1::ScaleStatus {
     }
 }
 
+impl ToJson for autoscaling_v2::ContainerResourceMetricSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("target", self.target.as_ref());
+        o.string("container", self.container.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ContainerResourceMetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("current", self.current.as_ref());
+        o.string("container", self.container.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::CrossVersionObjectReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("kind", self.kind.as_deref());
+        o.string("name", self.name.as_deref());
+        o.string("apiVersion", self.api_version.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ExternalMetricSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metric", self.metric.as_ref());
+        o.message("target", self.target.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ExternalMetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metric", self.metric.as_ref());
+        o.message("current", self.current.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HorizontalPodAutoscaler {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HorizontalPodAutoscalerBehavior {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("scaleUp", self.scale_up.as_ref());
+        o.message("scaleDown", self.scale_down.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HorizontalPodAutoscalerCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HorizontalPodAutoscalerSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("scaleTargetRef", self.scale_target_ref.as_ref());
+        o.scalar("minReplicas", self.min_replicas);
+        o.scalar("maxReplicas", self.max_replicas);
+        o.messages("metrics", &self.metrics);
+        o.message("behavior", self.behavior.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HorizontalPodAutoscalerStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("observedGeneration", self.observed_generation);
+        o.message("lastScaleTime", self.last_scale_time.as_ref());
+        o.nonzero("currentReplicas", self.current_replicas);
+        o.scalar("desiredReplicas", self.desired_replicas);
+        o.messages("currentMetrics", &self.current_metrics);
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HpaScalingPolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.scalar("value", self.value);
+        o.scalar("periodSeconds", self.period_seconds);
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::HpaScalingRules {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar(
+            "stabilizationWindowSeconds",
+            self.stabilization_window_seconds,
+        );
+        o.string("selectPolicy", self.select_policy.as_deref());
+        o.messages("policies", &self.policies);
+        o.message("tolerance", self.tolerance.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::MetricIdentifier {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("selector", self.selector.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::MetricSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("object", self.object.as_ref());
+        o.message("pods", self.pods.as_ref());
+        o.message("resource", self.resource.as_ref());
+        o.message("containerResource", self.container_resource.as_ref());
+        o.message("external", self.external.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::MetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("object", self.object.as_ref());
+        o.message("pods", self.pods.as_ref());
+        o.message("resource", self.resource.as_ref());
+        o.message("containerResource", self.container_resource.as_ref());
+        o.message("external", self.external.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::MetricTarget {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("value", self.value.as_ref());
+        o.message("averageValue", self.average_value.as_ref());
+        o.scalar("averageUtilization", self.average_utilization);
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::MetricValueStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("value", self.value.as_ref());
+        o.message("averageValue", self.average_value.as_ref());
+        o.scalar("averageUtilization", self.average_utilization);
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ObjectMetricSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("describedObject", self.described_object.as_ref());
+        o.message("target", self.target.as_ref());
+        o.message("metric", self.metric.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ObjectMetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metric", self.metric.as_ref());
+        o.message("current", self.current.as_ref());
+        o.message("describedObject", self.described_object.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::PodsMetricSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metric", self.metric.as_ref());
+        o.message("target", self.target.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::PodsMetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metric", self.metric.as_ref());
+        o.message("current", self.current.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ResourceMetricSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("target", self.target.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for autoscaling_v2::ResourceMetricStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("current", self.current.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::CronJob {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::CronJobSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("schedule", self.schedule.as_deref());
+        o.set_string("timeZone", self.time_zone.as_deref());
+        o.scalar("startingDeadlineSeconds", self.starting_deadline_seconds);
+        o.string("concurrencyPolicy", self.concurrency_policy.as_deref());
+        o.scalar("suspend", self.suspend);
+        o.message("jobTemplate", self.job_template.as_ref());
+        o.scalar(
+            "successfulJobsHistoryLimit",
+            self.successful_jobs_history_limit,
+        );
+        o.scalar("failedJobsHistoryLimit", self.failed_jobs_history_limit);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::CronJobStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("active", &self.active);
+        o.message("lastScheduleTime", self.last_schedule_time.as_ref());
+        o.message("lastSuccessfulTime", self.last_successful_time.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::Job {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::JobCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastProbeTime", self.last_probe_time.as_ref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::JobSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("parallelism", self.parallelism);
+        o.scalar("completions", self.completions);
+        o.scalar("activeDeadlineSeconds", self.active_deadline_seconds);
+        o.message("podFailurePolicy", self.pod_failure_policy.as_ref());
+        o.message("successPolicy", self.success_policy.as_ref());
+        o.scalar("backoffLimit", self.backoff_limit);
+        o.scalar("backoffLimitPerIndex", self.backoff_limit_per_index);
+        o.scalar("maxFailedIndexes", self.max_failed_indexes);
+        o.message("selector", self.selector.as_ref());
+        o.scalar("manualSelector", self.manual_selector);
+        o.message("template", self.template.as_ref());
+        o.scalar("ttlSecondsAfterFinished", self.ttl_seconds_after_finished);
+        o.string("completionMode", self.completion_mode.as_deref());
+        o.scalar("suspend", self.suspend);
+        o.string(
+            "podReplacementPolicy",
+            self.pod_replacement_policy.as_deref(),
+        );
+        o.set_string("managedBy", self.managed_by.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::JobStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.message("startTime", self.start_time.as_ref());
+        o.message("completionTime", self.completion_time.as_ref());
+        o.nonzero("active", self.active);
+        o.nonzero("succeeded", self.succeeded);
+        o.nonzero("failed", self.failed);
+        o.scalar("terminating", self.terminating);
+        o.string("completedIndexes", self.completed_indexes.as_deref());
+        o.set_string("failedIndexes", self.failed_indexes.as_deref());
+        o.message(
+            "uncountedTerminatedPods",
+            self.uncounted_terminated_pods.as_ref(),
+        );
+        o.scalar("ready", self.ready);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::JobTemplateSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::PodFailurePolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("rules", &self.rules);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::PodFailurePolicyOnExitCodesRequirement {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("containerName", self.container_name.as_deref());
+        o.string("operator", self.operator.as_deref());
+        o.scalars("values", &self.values);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::PodFailurePolicyOnPodConditionsPattern {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::PodFailurePolicyRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("action", self.action.as_deref());
+        o.message("onExitCodes", self.on_exit_codes.as_ref());
+        o.messages("onPodConditions", &self.on_pod_conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::SuccessPolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("rules", &self.rules);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::SuccessPolicyRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("succeededIndexes", self.succeeded_indexes.as_deref());
+        o.scalar("succeededCount", self.succeeded_count);
+        o.finish()
+    }
+}
+
+impl ToJson for batch_v1::UncountedTerminatedPods {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("succeeded", &self.succeeded);
+        o.strings("failed", &self.failed);
+        o.finish()
+    }
+}
+
+impl ToJson for certificates_v1::CertificateSigningRequest {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for certificates_v1::CertificateSigningRequestCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.message("lastUpdateTime", self.last_update_time.as_ref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for certificates_v1::CertificateSigningRequestSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.bytes("request", self.request.as_deref());
+        o.string("signerName", self.signer_name.as_deref());
+        o.scalar("expirationSeconds", self.expiration_seconds);
+        o.strings("usages", &self.usages);
+        o.string("username", self.username.as_deref());
+        o.string("uid", self.uid.as_deref());
+        o.strings("groups", &self.groups);
+        o.message_map("extra", &self.extra);
+        o.finish()
+    }
+}
+
+impl ToJson for certificates_v1::CertificateSigningRequestStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.bytes("certificate", self.certificate.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for coordination_v1::Lease {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -478,13 +1589,13 @@ impl ToJson for coordination_v1::Lease {
 impl ToJson for coordination_v1::LeaseSpec {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string("holderIdentity", self.holder_identity.as_deref());
+        o.set_string("holderIdentity", self.holder_identity.as_deref());
         o.scalar("leaseDurationSeconds", self.lease_duration_seconds);
         o.message("acquireTime", self.acquire_time.as_ref());
         o.message("renewTime", self.renew_time.as_ref());
         o.scalar("leaseTransitions", self.lease_transitions);
         o.string("strategy", self.strategy.as_deref());
-        o.string("preferredHolder", self.preferred_holder.as_deref());
+        o.set_string("preferredHolder", self.preferred_holder.as_deref());
         o.finish()
     }
 }
@@ -503,7 +1614,16 @@ impl ToJson for core_v1::AppArmorProfile {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("type", self.r#type.as_deref());
-        o.string("localhostProfile", self.localhost_profile.as_deref());
+        o.set_string("localhostProfile", self.localhost_profile.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::AttachedVolume {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("devicePath", self.device_path.as_deref());
         o.finish()
     }
 }
@@ -525,9 +1645,20 @@ impl ToJson for core_v1::AzureDiskVolumeSource {
         o.string("diskName", self.disk_name.as_deref());
         o.string("diskURI", self.disk_uri.as_deref());
         o.string("cachingMode", self.caching_mode.as_deref());
-        o.string("fsType", self.fs_type.as_deref());
+        o.set_string("fsType", self.fs_type.as_deref());
         o.scalar("readOnly", self.read_only);
         o.string("kind", self.kind.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::AzureFilePersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("secretName", self.secret_name.as_deref());
+        o.string("shareName", self.share_name.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.set_string("secretNamespace", self.secret_namespace.as_deref());
         o.finish()
     }
 }
@@ -542,12 +1673,47 @@ impl ToJson for core_v1::AzureFileVolumeSource {
     }
 }
 
+impl ToJson for core_v1::Binding {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("target", self.target.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::CSIPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("driver", self.driver.as_deref());
+        o.string("volumeHandle", self.volume_handle.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.string("fsType", self.fs_type.as_deref());
+        o.string_map("volumeAttributes", &self.volume_attributes);
+        o.message(
+            "controllerPublishSecretRef",
+            self.controller_publish_secret_ref.as_ref(),
+        );
+        o.message("nodeStageSecretRef", self.node_stage_secret_ref.as_ref());
+        o.message(
+            "nodePublishSecretRef",
+            self.node_publish_secret_ref.as_ref(),
+        );
+        o.message(
+            "controllerExpandSecretRef",
+            self.controller_expand_secret_ref.as_ref(),
+        );
+        o.message("nodeExpandSecretRef", self.node_expand_secret_ref.as_ref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::CSIVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("driver", self.driver.as_deref());
         o.scalar("readOnly", self.read_only);
-        o.string("fsType", self.fs_type.as_deref());
+        o.set_string("fsType", self.fs_type.as_deref());
         o.string_map("volumeAttributes", &self.volume_attributes);
         o.message(
             "nodePublishSecretRef",
@@ -566,6 +1732,19 @@ impl ToJson for core_v1::Capabilities {
     }
 }
 
+impl ToJson for core_v1::CephFsPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("monitors", &self.monitors);
+        o.string("path", self.path.as_deref());
+        o.string("user", self.user.as_deref());
+        o.string("secretFile", self.secret_file.as_deref());
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.nonzero("readOnly", self.read_only);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::CephFsVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -575,6 +1754,17 @@ impl ToJson for core_v1::CephFsVolumeSource {
         o.string("secretFile", self.secret_file.as_deref());
         o.message("secretRef", self.secret_ref.as_ref());
         o.nonzero("readOnly", self.read_only);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::CinderPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("volumeID", self.volume_id.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.message("secretRef", self.secret_ref.as_ref());
         o.finish()
     }
 }
@@ -601,8 +1791,8 @@ impl ToJson for core_v1::ClientIpConfig {
 impl ToJson for core_v1::ClusterTrustBundleProjection {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string("name", self.name.as_deref());
-        o.string("signerName", self.signer_name.as_deref());
+        o.set_string("name", self.name.as_deref());
+        o.set_string("signerName", self.signer_name.as_deref());
         o.message("labelSelector", self.label_selector.as_ref());
         o.scalar("optional", self.optional);
         o.string("path", self.path.as_deref());
@@ -636,6 +1826,18 @@ impl ToJson for core_v1::ConfigMapKeySelector {
         o.inline(self.local_object_reference.as_ref());
         o.string("key", self.key.as_deref());
         o.scalar("optional", self.optional);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ConfigMapNodeConfigSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("namespace", self.namespace.as_deref());
+        o.string("name", self.name.as_deref());
+        o.string("uid", self.uid.as_deref());
+        o.string("resourceVersion", self.resource_version.as_deref());
+        o.string("kubeletConfigKey", self.kubelet_config_key.as_deref());
         o.finish()
     }
 }
@@ -705,6 +1907,15 @@ impl ToJson for core_v1::ContainerExtendedResourceRequest {
         o.string("containerName", self.container_name.as_deref());
         o.string("resourceName", self.resource_name.as_deref());
         o.string("requestName", self.request_name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ContainerImage {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("names", &self.names);
+        o.nonzero("sizeBytes", self.size_bytes);
         o.finish()
     }
 }
@@ -819,6 +2030,14 @@ impl ToJson for core_v1::ContainerUser {
     }
 }
 
+impl ToJson for core_v1::DaemonEndpoint {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("Port", self.port);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::DownwardAPIProjection {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -852,6 +2071,47 @@ impl ToJson for core_v1::EmptyDirVolumeSource {
         let mut o = Obj::new();
         o.string("medium", self.medium.as_deref());
         o.message("sizeLimit", self.size_limit.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::EndpointAddress {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("ip", self.ip.as_deref());
+        o.string("hostname", self.hostname.as_deref());
+        o.set_string("nodeName", self.node_name.as_deref());
+        o.message("targetRef", self.target_ref.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::EndpointPort {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.scalar("port", self.port);
+        o.string("protocol", self.protocol.as_deref());
+        o.set_string("appProtocol", self.app_protocol.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::EndpointSubset {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("addresses", &self.addresses);
+        o.messages("notReadyAddresses", &self.not_ready_addresses);
+        o.messages("ports", &self.ports);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::Endpoints {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.messages("subsets", &self.subsets);
         o.finish()
     }
 }
@@ -1014,6 +2274,18 @@ impl ToJson for core_v1::FileKeySelector {
     }
 }
 
+impl ToJson for core_v1::FlexPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("driver", self.driver.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.nonzero("readOnly", self.read_only);
+        o.string_map("options", &self.options);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::FlexVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1056,6 +2328,17 @@ impl ToJson for core_v1::GitRepoVolumeSource {
     }
 }
 
+impl ToJson for core_v1::GlusterfsPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("endpoints", self.endpoints.as_deref());
+        o.string("path", self.path.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.set_string("endpointsNamespace", self.endpoints_namespace.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::GlusterfsVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1070,7 +2353,7 @@ impl ToJson for core_v1::GrpcAction {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.scalar("port", self.port);
-        o.string("service", self.service.as_deref());
+        o.set_string("service", self.service.as_deref());
         o.finish()
     }
 }
@@ -1131,6 +2414,24 @@ impl ToJson for core_v1::ImageVolumeSource {
     }
 }
 
+impl ToJson for core_v1::IscsiPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("targetPortal", self.target_portal.as_deref());
+        o.string("iqn", self.iqn.as_deref());
+        o.scalar("lun", self.lun);
+        o.string("iscsiInterface", self.iscsi_interface.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.strings("portals", &self.portals);
+        o.nonzero("chapAuthDiscovery", self.chap_auth_discovery);
+        o.nonzero("chapAuthSession", self.chap_auth_session);
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.set_string("initiatorName", self.initiator_name.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::IscsiVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1144,7 +2445,7 @@ impl ToJson for core_v1::IscsiVolumeSource {
         o.nonzero("chapAuthDiscovery", self.chap_auth_discovery);
         o.nonzero("chapAuthSession", self.chap_auth_session);
         o.message("secretRef", self.secret_ref.as_ref());
-        o.string("initiatorName", self.initiator_name.as_deref());
+        o.set_string("initiatorName", self.initiator_name.as_deref());
         o.finish()
     }
 }
@@ -1176,6 +2477,36 @@ impl ToJson for core_v1::LifecycleHandler {
         o.message("httpGet", self.http_get.as_ref());
         o.message("tcpSocket", self.tcp_socket.as_ref());
         o.message("sleep", self.sleep.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::LimitRange {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::LimitRangeItem {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message_map("max", &self.max);
+        o.message_map("min", &self.min);
+        o.message_map("default", &self.default);
+        o.message_map("defaultRequest", &self.default_request);
+        o.message_map("maxLimitRequestRatio", &self.max_limit_request_ratio);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::LimitRangeSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("limits", &self.limits);
         o.finish()
     }
 }
@@ -1213,6 +2544,27 @@ impl ToJson for core_v1::LocalObjectReference {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::LocalVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("path", self.path.as_deref());
+        o.set_string("fsType", self.fs_type.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ModifyVolumeStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string(
+            "targetVolumeAttributesClassName",
+            self.target_volume_attributes_class_name.as_deref(),
+        );
+        o.string("status", self.status.as_deref());
         o.finish()
     }
 }
@@ -1266,6 +2618,25 @@ impl ToJson for core_v1::NfsVolumeSource {
     }
 }
 
+impl ToJson for core_v1::Node {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeAddress {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("address", self.address.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::NodeAffinity {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1278,6 +2649,72 @@ impl ToJson for core_v1::NodeAffinity {
             "preferredDuringSchedulingIgnoredDuringExecution",
             &self.preferred_during_scheduling_ignored_during_execution,
         );
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastHeartbeatTime", self.last_heartbeat_time.as_ref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeConfigSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("configMap", self.config_map.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeConfigStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("assigned", self.assigned.as_ref());
+        o.message("active", self.active.as_ref());
+        o.message("lastKnownGood", self.last_known_good.as_ref());
+        o.string("error", self.error.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeDaemonEndpoints {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("kubeletEndpoint", self.kubelet_endpoint.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeFeatures {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("supplementalGroupsPolicy", self.supplemental_groups_policy);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeRuntimeHandler {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("features", self.features.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeRuntimeHandlerFeatures {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("recursiveReadOnlyMounts", self.recursive_read_only_mounts);
+        o.scalar("userNamespaces", self.user_namespaces);
         o.finish()
     }
 }
@@ -1309,6 +2746,70 @@ impl ToJson for core_v1::NodeSelectorTerm {
     }
 }
 
+impl ToJson for core_v1::NodeSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("podCIDR", self.pod_cidr.as_deref());
+        o.strings("podCIDRs", &self.pod_cid_rs);
+        o.string("providerID", self.provider_id.as_deref());
+        o.nonzero("unschedulable", self.unschedulable);
+        o.messages("taints", &self.taints);
+        o.message("configSource", self.config_source.as_ref());
+        o.string("externalID", self.external_id.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message_map("capacity", &self.capacity);
+        o.message_map("allocatable", &self.allocatable);
+        o.string("phase", self.phase.as_deref());
+        o.messages("conditions", &self.conditions);
+        o.messages("addresses", &self.addresses);
+        o.message("daemonEndpoints", self.daemon_endpoints.as_ref());
+        o.message("nodeInfo", self.node_info.as_ref());
+        o.messages("images", &self.images);
+        o.strings("volumesInUse", &self.volumes_in_use);
+        o.messages("volumesAttached", &self.volumes_attached);
+        o.message("config", self.config.as_ref());
+        o.messages("runtimeHandlers", &self.runtime_handlers);
+        o.message("features", self.features.as_ref());
+        o.strings("declaredFeatures", &self.declared_features);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeSwapStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("capacity", self.capacity);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::NodeSystemInfo {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("machineID", self.machine_id.as_deref());
+        o.string("systemUUID", self.system_uuid.as_deref());
+        o.string("bootID", self.boot_id.as_deref());
+        o.string("kernelVersion", self.kernel_version.as_deref());
+        o.string("osImage", self.os_image.as_deref());
+        o.string(
+            "containerRuntimeVersion",
+            self.container_runtime_version.as_deref(),
+        );
+        o.string("kubeletVersion", self.kubelet_version.as_deref());
+        o.string("kubeProxyVersion", self.kube_proxy_version.as_deref());
+        o.string("operatingSystem", self.operating_system.as_deref());
+        o.string("architecture", self.architecture.as_deref());
+        o.message("swap", self.swap.as_ref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::ObjectFieldSelector {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1332,6 +2833,39 @@ impl ToJson for core_v1::ObjectReference {
     }
 }
 
+impl ToJson for core_v1::PersistentVolume {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeClaim {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeClaimCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastProbeTime", self.last_probe_time.as_ref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::PersistentVolumeClaimSpec {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1339,14 +2873,35 @@ impl ToJson for core_v1::PersistentVolumeClaimSpec {
         o.message("selector", self.selector.as_ref());
         o.message("resources", self.resources.as_ref());
         o.string("volumeName", self.volume_name.as_deref());
-        o.string("storageClassName", self.storage_class_name.as_deref());
+        o.set_string("storageClassName", self.storage_class_name.as_deref());
         o.string("volumeMode", self.volume_mode.as_deref());
         o.message("dataSource", self.data_source.as_ref());
         o.message("dataSourceRef", self.data_source_ref.as_ref());
-        o.string(
+        o.set_string(
             "volumeAttributesClassName",
             self.volume_attributes_class_name.as_deref(),
         );
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeClaimStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("phase", self.phase.as_deref());
+        o.strings("accessModes", &self.access_modes);
+        o.message_map("capacity", &self.capacity);
+        o.messages("conditions", &self.conditions);
+        o.message_map("allocatedResources", &self.allocated_resources);
+        o.string_map(
+            "allocatedResourceStatuses",
+            &self.allocated_resource_statuses,
+        );
+        o.set_string(
+            "currentVolumeAttributesClassName",
+            self.current_volume_attributes_class_name.as_deref(),
+        );
+        o.message("modifyVolumeStatus", self.modify_volume_status.as_ref());
         o.finish()
     }
 }
@@ -1365,6 +2920,75 @@ impl ToJson for core_v1::PersistentVolumeClaimVolumeSource {
         let mut o = Obj::new();
         o.string("claimName", self.claim_name.as_deref());
         o.nonzero("readOnly", self.read_only);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("gcePersistentDisk", self.gce_persistent_disk.as_ref());
+        o.message(
+            "awsElasticBlockStore",
+            self.aws_elastic_block_store.as_ref(),
+        );
+        o.message("hostPath", self.host_path.as_ref());
+        o.message("glusterfs", self.glusterfs.as_ref());
+        o.message("nfs", self.nfs.as_ref());
+        o.message("rbd", self.rbd.as_ref());
+        o.message("iscsi", self.iscsi.as_ref());
+        o.message("cinder", self.cinder.as_ref());
+        o.message("cephfs", self.cephfs.as_ref());
+        o.message("fc", self.fc.as_ref());
+        o.message("flocker", self.flocker.as_ref());
+        o.message("flexVolume", self.flex_volume.as_ref());
+        o.message("azureFile", self.azure_file.as_ref());
+        o.message("vsphereVolume", self.vsphere_volume.as_ref());
+        o.message("quobyte", self.quobyte.as_ref());
+        o.message("azureDisk", self.azure_disk.as_ref());
+        o.message("photonPersistentDisk", self.photon_persistent_disk.as_ref());
+        o.message("portworxVolume", self.portworx_volume.as_ref());
+        o.message("scaleIO", self.scale_io.as_ref());
+        o.message("local", self.local.as_ref());
+        o.message("storageos", self.storageos.as_ref());
+        o.message("csi", self.csi.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message_map("capacity", &self.capacity);
+        o.inline(self.persistent_volume_source.as_ref());
+        o.strings("accessModes", &self.access_modes);
+        o.message("claimRef", self.claim_ref.as_ref());
+        o.string(
+            "persistentVolumeReclaimPolicy",
+            self.persistent_volume_reclaim_policy.as_deref(),
+        );
+        o.string("storageClassName", self.storage_class_name.as_deref());
+        o.strings("mountOptions", &self.mount_options);
+        o.string("volumeMode", self.volume_mode.as_deref());
+        o.message("nodeAffinity", self.node_affinity.as_ref());
+        o.set_string(
+            "volumeAttributesClassName",
+            self.volume_attributes_class_name.as_deref(),
+        );
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::PersistentVolumeStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("phase", self.phase.as_deref());
+        o.string("message", self.message.as_deref());
+        o.string("reason", self.reason.as_deref());
+        o.message(
+            "lastPhaseTransitionTime",
+            self.last_phase_transition_time.as_ref(),
+        );
         o.finish()
     }
 }
@@ -1479,7 +3103,7 @@ impl ToJson for core_v1::PodDnsConfigOption {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
-        o.string("value", self.value.as_deref());
+        o.set_string("value", self.value.as_deref());
         o.finish()
     }
 }
@@ -1521,8 +3145,8 @@ impl ToJson for core_v1::PodResourceClaim {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
-        o.string("resourceClaimName", self.resource_claim_name.as_deref());
-        o.string(
+        o.set_string("resourceClaimName", self.resource_claim_name.as_deref());
+        o.set_string(
             "resourceClaimTemplateName",
             self.resource_claim_template_name.as_deref(),
         );
@@ -1534,7 +3158,7 @@ impl ToJson for core_v1::PodResourceClaimStatus {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
-        o.string("resourceClaimName", self.resource_claim_name.as_deref());
+        o.set_string("resourceClaimName", self.resource_claim_name.as_deref());
         o.finish()
     }
 }
@@ -1614,7 +3238,7 @@ impl ToJson for core_v1::PodSpec {
         o.scalar("priority", self.priority);
         o.message("dnsConfig", self.dns_config.as_ref());
         o.messages("readinessGates", &self.readiness_gates);
-        o.string("runtimeClassName", self.runtime_class_name.as_deref());
+        o.set_string("runtimeClassName", self.runtime_class_name.as_deref());
         o.scalar("enableServiceLinks", self.enable_service_links);
         o.string("preemptionPolicy", self.preemption_policy.as_deref());
         o.message_map("overhead", &self.overhead);
@@ -1667,6 +3291,15 @@ impl ToJson for core_v1::PodStatus {
     }
 }
 
+impl ToJson for core_v1::PodTemplate {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("template", self.template.as_ref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::PodTemplateSpec {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1681,7 +3314,7 @@ impl ToJson for core_v1::PortStatus {
         let mut o = Obj::new();
         o.scalar("port", self.port);
         o.string("protocol", self.protocol.as_deref());
-        o.string("error", self.error.as_deref());
+        o.set_string("error", self.error.as_deref());
         o.finish()
     }
 }
@@ -1755,6 +3388,21 @@ impl ToJson for core_v1::QuobyteVolumeSource {
     }
 }
 
+impl ToJson for core_v1::RbdPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("monitors", &self.monitors);
+        o.string("image", self.image.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.string("pool", self.pool.as_deref());
+        o.string("user", self.user.as_deref());
+        o.string("keyring", self.keyring.as_deref());
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.nonzero("readOnly", self.read_only);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::RbdVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1766,6 +3414,52 @@ impl ToJson for core_v1::RbdVolumeSource {
         o.string("keyring", self.keyring.as_deref());
         o.message("secretRef", self.secret_ref.as_ref());
         o.nonzero("readOnly", self.read_only);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ReplicationController {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ReplicationControllerCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ReplicationControllerSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("replicas", self.replicas);
+        o.nonzero("minReadySeconds", self.min_ready_seconds);
+        o.string_map("selector", &self.selector);
+        o.message("template", self.template.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ReplicationControllerStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("replicas", self.replicas);
+        o.nonzero("fullyLabeledReplicas", self.fully_labeled_replicas);
+        o.nonzero("readyReplicas", self.ready_replicas);
+        o.nonzero("availableReplicas", self.available_replicas);
+        o.nonzero("observedGeneration", self.observed_generation);
+        o.messages("conditions", &self.conditions);
         o.finish()
     }
 }
@@ -1798,6 +3492,35 @@ impl ToJson for core_v1::ResourceHealth {
     }
 }
 
+impl ToJson for core_v1::ResourceQuota {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ResourceQuotaSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message_map("hard", &self.hard);
+        o.strings("scopes", &self.scopes);
+        o.message("scopeSelector", self.scope_selector.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ResourceQuotaStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message_map("hard", &self.hard);
+        o.message_map("used", &self.used);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::ResourceRequirements {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1813,6 +3536,23 @@ impl ToJson for core_v1::ResourceStatus {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
         o.messages("resources", &self.resources);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ScaleIoPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("gateway", self.gateway.as_deref());
+        o.string("system", self.system.as_deref());
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.nonzero("sslEnabled", self.ssl_enabled);
+        o.string("protectionDomain", self.protection_domain.as_deref());
+        o.string("storagePool", self.storage_pool.as_deref());
+        o.string("storageMode", self.storage_mode.as_deref());
+        o.string("volumeName", self.volume_name.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.nonzero("readOnly", self.read_only);
         o.finish()
     }
 }
@@ -1834,6 +3574,24 @@ impl ToJson for core_v1::ScaleIoVolumeSource {
     }
 }
 
+impl ToJson for core_v1::ScopeSelector {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("matchExpressions", &self.match_expressions);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::ScopedResourceSelectorRequirement {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("scopeName", self.scope_name.as_deref());
+        o.string("operator", self.operator.as_deref());
+        o.strings("values", &self.values);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::SeLinuxOptions {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -1849,7 +3607,7 @@ impl ToJson for core_v1::SeccompProfile {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
         o.string("type", self.r#type.as_deref());
-        o.string("localhostProfile", self.localhost_profile.as_deref());
+        o.set_string("localhostProfile", self.localhost_profile.as_deref());
         o.finish()
     }
 }
@@ -1891,6 +3649,15 @@ impl ToJson for core_v1::SecretProjection {
         o.inline(self.local_object_reference.as_ref());
         o.messages("items", &self.items);
         o.scalar("optional", self.optional);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::SecretReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("namespace", self.namespace.as_deref());
         o.finish()
     }
 }
@@ -1964,7 +3731,7 @@ impl ToJson for core_v1::ServicePort {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
         o.string("protocol", self.protocol.as_deref());
-        o.string("appProtocol", self.app_protocol.as_deref());
+        o.set_string("appProtocol", self.app_protocol.as_deref());
         o.scalar("port", self.port);
         o.message("targetPort", self.target_port.as_ref());
         o.nonzero("nodePort", self.node_port);
@@ -2004,12 +3771,12 @@ impl ToJson for core_v1::ServiceSpec {
             "allocateLoadBalancerNodePorts",
             self.allocate_load_balancer_node_ports,
         );
-        o.string("loadBalancerClass", self.load_balancer_class.as_deref());
+        o.set_string("loadBalancerClass", self.load_balancer_class.as_deref());
         o.string(
             "internalTrafficPolicy",
             self.internal_traffic_policy.as_deref(),
         );
-        o.string("trafficDistribution", self.traffic_distribution.as_deref());
+        o.set_string("trafficDistribution", self.traffic_distribution.as_deref());
         o.finish()
     }
 }
@@ -2039,6 +3806,18 @@ impl ToJson for core_v1::SleepAction {
     }
 }
 
+impl ToJson for core_v1::StorageOsPersistentVolumeSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("volumeName", self.volume_name.as_deref());
+        o.string("volumeNamespace", self.volume_namespace.as_deref());
+        o.string("fsType", self.fs_type.as_deref());
+        o.nonzero("readOnly", self.read_only);
+        o.message("secretRef", self.secret_ref.as_ref());
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::StorageOsVolumeSource {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -2056,6 +3835,17 @@ impl ToJson for core_v1::Sysctl {
         let mut o = Obj::new();
         o.string("name", self.name.as_deref());
         o.string("value", self.value.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::Taint {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("key", self.key.as_deref());
+        o.string("value", self.value.as_deref());
+        o.string("effect", self.effect.as_deref());
+        o.message("timeAdded", self.time_added.as_ref());
         o.finish()
     }
 }
@@ -2081,6 +3871,23 @@ impl ToJson for core_v1::Toleration {
     }
 }
 
+impl ToJson for core_v1::TopologySelectorLabelRequirement {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("key", self.key.as_deref());
+        o.strings("values", &self.values);
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::TopologySelectorTerm {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("matchLabelExpressions", &self.match_label_expressions);
+        o.finish()
+    }
+}
+
 impl ToJson for core_v1::TopologySpreadConstraint {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
@@ -2099,7 +3906,7 @@ impl ToJson for core_v1::TopologySpreadConstraint {
 impl ToJson for core_v1::TypedLocalObjectReference {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string("apiGroup", self.api_group.as_deref());
+        o.set_string("apiGroup", self.api_group.as_deref());
         o.string("kind", self.kind.as_deref());
         o.string("name", self.name.as_deref());
         o.finish()
@@ -2109,10 +3916,10 @@ impl ToJson for core_v1::TypedLocalObjectReference {
 impl ToJson for core_v1::TypedObjectReference {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string("apiGroup", self.api_group.as_deref());
+        o.set_string("apiGroup", self.api_group.as_deref());
         o.string("kind", self.kind.as_deref());
         o.string("name", self.name.as_deref());
-        o.string("namespace", self.namespace.as_deref());
+        o.set_string("namespace", self.namespace.as_deref());
         o.finish()
     }
 }
@@ -2156,6 +3963,14 @@ impl ToJson for core_v1::VolumeMountStatus {
         o.string("mountPath", self.mount_path.as_deref());
         o.nonzero("readOnly", self.read_only);
         o.string("recursiveReadOnly", self.recursive_read_only.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for core_v1::VolumeNodeAffinity {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("required", self.required.as_ref());
         o.finish()
     }
 }
@@ -2248,12 +4063,12 @@ impl ToJson for core_v1::WeightedPodAffinityTerm {
 impl ToJson for core_v1::WindowsSecurityContextOptions {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string(
+        o.set_string(
             "gmsaCredentialSpecName",
             self.gmsa_credential_spec_name.as_deref(),
         );
-        o.string("gmsaCredentialSpec", self.gmsa_credential_spec.as_deref());
-        o.string("runAsUserName", self.run_as_user_name.as_deref());
+        o.set_string("gmsaCredentialSpec", self.gmsa_credential_spec.as_deref());
+        o.set_string("runAsUserName", self.run_as_user_name.as_deref());
         o.scalar("hostProcess", self.host_process);
         o.finish()
     }
@@ -2265,6 +4080,78 @@ impl ToJson for core_v1::WorkloadReference {
         o.string("name", self.name.as_deref());
         o.string("podGroup", self.pod_group.as_deref());
         o.string("podGroupReplicaKey", self.pod_group_replica_key.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::Endpoint {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("addresses", &self.addresses);
+        o.message("conditions", self.conditions.as_ref());
+        o.set_string("hostname", self.hostname.as_deref());
+        o.message("targetRef", self.target_ref.as_ref());
+        o.string_map("deprecatedTopology", &self.deprecated_topology);
+        o.set_string("nodeName", self.node_name.as_deref());
+        o.set_string("zone", self.zone.as_deref());
+        o.message("hints", self.hints.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::EndpointConditions {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("ready", self.ready);
+        o.scalar("serving", self.serving);
+        o.scalar("terminating", self.terminating);
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::EndpointHints {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("forZones", &self.for_zones);
+        o.messages("forNodes", &self.for_nodes);
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::EndpointPort {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("name", self.name.as_deref());
+        o.string("protocol", self.protocol.as_deref());
+        o.scalar("port", self.port);
+        o.set_string("appProtocol", self.app_protocol.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::EndpointSlice {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.string("addressType", self.address_type.as_deref());
+        o.messages("endpoints", &self.endpoints);
+        o.messages("ports", &self.ports);
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::ForNode {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for discovery_v1::ForZone {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
         o.finish()
     }
 }
@@ -2302,6 +4189,566 @@ impl ToJson for events_v1::EventSeries {
         let mut o = Obj::new();
         o.scalar("count", self.count);
         o.message("lastObservedTime", self.last_observed_time.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::ExemptPriorityLevelConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("nominalConcurrencyShares", self.nominal_concurrency_shares);
+        o.scalar("lendablePercent", self.lendable_percent);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::FlowDistinguisherMethod {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::FlowSchema {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::FlowSchemaCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::FlowSchemaSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message(
+            "priorityLevelConfiguration",
+            self.priority_level_configuration.as_ref(),
+        );
+        o.scalar("matchingPrecedence", self.matching_precedence);
+        o.message("distinguisherMethod", self.distinguisher_method.as_ref());
+        o.messages("rules", &self.rules);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::FlowSchemaStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::GroupSubject {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::LimitResponse {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("queuing", self.queuing.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::LimitedPriorityLevelConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("nominalConcurrencyShares", self.nominal_concurrency_shares);
+        o.message("limitResponse", self.limit_response.as_ref());
+        o.scalar("lendablePercent", self.lendable_percent);
+        o.scalar("borrowingLimitPercent", self.borrowing_limit_percent);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::NonResourcePolicyRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("verbs", &self.verbs);
+        o.strings("nonResourceURLs", &self.non_resource_ur_ls);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PolicyRulesWithSubjects {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("subjects", &self.subjects);
+        o.messages("resourceRules", &self.resource_rules);
+        o.messages("nonResourceRules", &self.non_resource_rules);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PriorityLevelConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PriorityLevelConfigurationCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PriorityLevelConfigurationReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PriorityLevelConfigurationSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.message("limited", self.limited.as_ref());
+        o.message("exempt", self.exempt.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::PriorityLevelConfigurationStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::QueuingConfiguration {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("queues", self.queues);
+        o.scalar("handSize", self.hand_size);
+        o.scalar("queueLengthLimit", self.queue_length_limit);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::ResourcePolicyRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("verbs", &self.verbs);
+        o.strings("apiGroups", &self.api_groups);
+        o.strings("resources", &self.resources);
+        o.nonzero("clusterScope", self.cluster_scope);
+        o.strings("namespaces", &self.namespaces);
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::ServiceAccountSubject {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("namespace", self.namespace.as_deref());
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::Subject {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("kind", self.kind.as_deref());
+        o.message("user", self.user.as_ref());
+        o.message("group", self.group.as_ref());
+        o.message("serviceAccount", self.service_account.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for flowcontrol_v1::UserSubject {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::HttpIngressPath {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("path", self.path.as_deref());
+        o.string("pathType", self.path_type.as_deref());
+        o.message("backend", self.backend.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::HttpIngressRuleValue {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("paths", &self.paths);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IPAddress {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IPAddressSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("parentRef", self.parent_ref.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::Ingress {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressBackend {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("service", self.service.as_ref());
+        o.message("resource", self.resource.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressClass {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressClassParametersReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("apiGroup", self.a_pi_group.as_deref());
+        o.string("kind", self.kind.as_deref());
+        o.string("name", self.name.as_deref());
+        o.set_string("scope", self.scope.as_deref());
+        o.set_string("namespace", self.namespace.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressClassSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("controller", self.controller.as_deref());
+        o.message("parameters", self.parameters.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressLoadBalancerIngress {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("ip", self.ip.as_deref());
+        o.string("hostname", self.hostname.as_deref());
+        o.messages("ports", &self.ports);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressLoadBalancerStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("ingress", &self.ingress);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressPortStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("port", self.port);
+        o.string("protocol", self.protocol.as_deref());
+        o.set_string("error", self.error.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("host", self.host.as_deref());
+        o.inline(self.ingress_rule_value.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressRuleValue {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("http", self.http.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressServiceBackend {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.message("port", self.port.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string("ingressClassName", self.ingress_class_name.as_deref());
+        o.message("defaultBackend", self.default_backend.as_ref());
+        o.messages("tls", &self.tls);
+        o.messages("rules", &self.rules);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("loadBalancer", self.load_balancer.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IngressTls {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("hosts", &self.hosts);
+        o.string("secretName", self.secret_name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::IpBlock {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("cidr", self.cidr.as_deref());
+        o.strings("except", &self.except);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicy {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicyEgressRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("ports", &self.ports);
+        o.messages("to", &self.to);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicyIngressRule {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("ports", &self.ports);
+        o.messages("from", &self.from);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicyPeer {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("podSelector", self.pod_selector.as_ref());
+        o.message("namespaceSelector", self.namespace_selector.as_ref());
+        o.message("ipBlock", self.ip_block.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicyPort {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("protocol", self.protocol.as_deref());
+        o.message("port", self.port.as_ref());
+        o.scalar("endPort", self.end_port);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::NetworkPolicySpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("podSelector", self.pod_selector.as_ref());
+        o.messages("ingress", &self.ingress);
+        o.messages("egress", &self.egress);
+        o.strings("policyTypes", &self.policy_types);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::ParentReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("group", self.group.as_deref());
+        o.string("resource", self.resource.as_deref());
+        o.string("namespace", self.namespace.as_deref());
+        o.string("name", self.name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::ServiceBackendPort {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.nonzero("number", self.number);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::ServiceCIDR {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::ServiceCIDRSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.strings("cidrs", &self.cidrs);
+        o.finish()
+    }
+}
+
+impl ToJson for networking_v1::ServiceCIDRStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for node_v1::Overhead {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message_map("podFixed", &self.pod_fixed);
+        o.finish()
+    }
+}
+
+impl ToJson for node_v1::RuntimeClass {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.string("handler", self.handler.as_deref());
+        o.message("overhead", self.overhead.as_ref());
+        o.message("scheduling", self.scheduling.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for node_v1::Scheduling {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string_map("nodeSelector", &self.node_selector);
+        o.messages("tolerations", &self.tolerations);
+        o.finish()
+    }
+}
+
+impl ToJson for policy_v1::Eviction {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("deleteOptions", self.delete_options.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for policy_v1::PodDisruptionBudget {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for policy_v1::PodDisruptionBudgetSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("minAvailable", self.min_available.as_ref());
+        o.message("selector", self.selector.as_ref());
+        o.message("maxUnavailable", self.max_unavailable.as_ref());
+        o.string(
+            "unhealthyPodEvictionPolicy",
+            self.unhealthy_pod_eviction_policy.as_deref(),
+        );
+        o.finish()
+    }
+}
+
+impl ToJson for policy_v1::PodDisruptionBudgetStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.nonzero("observedGeneration", self.observed_generation);
+        o.message_map("disruptedPods", &self.disrupted_pods);
+        o.scalar("disruptionsAllowed", self.disruptions_allowed);
+        o.scalar("currentHealthy", self.current_healthy);
+        o.scalar("desiredHealthy", self.desired_healthy);
+        o.scalar("expectedPods", self.expected_pods);
+        o.messages("conditions", &self.conditions);
         o.finish()
     }
 }
@@ -2382,6 +4829,175 @@ impl ToJson for rbac_v1::Subject {
         o.string("apiGroup", self.api_group.as_deref());
         o.string("name", self.name.as_deref());
         o.string("namespace", self.namespace.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for scheduling_v1::PriorityClass {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.scalar("value", self.value);
+        o.nonzero("globalDefault", self.global_default);
+        o.string("description", self.description.as_deref());
+        o.string("preemptionPolicy", self.preemption_policy.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSIDriver {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSIDriverSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("attachRequired", self.attach_required);
+        o.scalar("podInfoOnMount", self.pod_info_on_mount);
+        o.strings("volumeLifecycleModes", &self.volume_lifecycle_modes);
+        o.scalar("storageCapacity", self.storage_capacity);
+        o.string("fsGroupPolicy", self.fs_group_policy.as_deref());
+        o.messages("tokenRequests", &self.token_requests);
+        o.scalar("requiresRepublish", self.requires_republish);
+        o.scalar("seLinuxMount", self.se_linux_mount);
+        o.scalar(
+            "nodeAllocatableUpdatePeriodSeconds",
+            self.node_allocatable_update_period_seconds,
+        );
+        o.scalar(
+            "serviceAccountTokenInSecrets",
+            self.service_account_token_in_secrets,
+        );
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSINode {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSINodeDriver {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("name", self.name.as_deref());
+        o.string("nodeID", self.node_id.as_deref());
+        o.strings("topologyKeys", &self.topology_keys);
+        o.message("allocatable", self.allocatable.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSINodeSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("drivers", &self.drivers);
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::CSIStorageCapacity {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("nodeTopology", self.node_topology.as_ref());
+        o.string("storageClassName", self.storage_class_name.as_deref());
+        o.message("capacity", self.capacity.as_ref());
+        o.message("maximumVolumeSize", self.maximum_volume_size.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::StorageClass {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.string("provisioner", self.provisioner.as_deref());
+        o.string_map("parameters", &self.parameters);
+        o.string("reclaimPolicy", self.reclaim_policy.as_deref());
+        o.strings("mountOptions", &self.mount_options);
+        o.scalar("allowVolumeExpansion", self.allow_volume_expansion);
+        o.string("volumeBindingMode", self.volume_binding_mode.as_deref());
+        o.messages("allowedTopologies", &self.allowed_topologies);
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::TokenRequest {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("audience", self.audience.as_deref());
+        o.scalar("expirationSeconds", self.expiration_seconds);
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeAttachment {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeAttachmentSource {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.set_string(
+            "persistentVolumeName",
+            self.persistent_volume_name.as_deref(),
+        );
+        o.message("inlineVolumeSpec", self.inline_volume_spec.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeAttachmentSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("attacher", self.attacher.as_deref());
+        o.message("source", self.source.as_ref());
+        o.string("nodeName", self.node_name.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeAttachmentStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("attached", self.attached);
+        o.string_map("attachmentMetadata", &self.attachment_metadata);
+        o.message("attachError", self.attach_error.as_ref());
+        o.message("detachError", self.detach_error.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeError {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("time", self.time.as_ref());
+        o.string("message", self.message.as_deref());
+        o.scalar("errorCode", self.error_code);
+        o.finish()
+    }
+}
+
+impl ToJson for storage_v1::VolumeNodeResources {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.scalar("count", self.count);
         o.finish()
     }
 }
@@ -2475,7 +5091,7 @@ impl ToJson for apiextensions_v1::CustomResourceDefinitionVersion {
         o.scalar("served", self.served);
         o.scalar("storage", self.storage);
         o.nonzero("deprecated", self.deprecated);
-        o.string("deprecationWarning", self.deprecation_warning.as_deref());
+        o.set_string("deprecationWarning", self.deprecation_warning.as_deref());
         o.message("schema", self.schema.as_ref());
         o.message("subresources", self.subresources.as_ref());
         o.messages("additionalPrinterColumns", &self.additional_printer_columns);
@@ -2489,7 +5105,7 @@ impl ToJson for apiextensions_v1::CustomResourceSubresourceScale {
         let mut o = Obj::new();
         o.string("specReplicasPath", self.spec_replicas_path.as_deref());
         o.string("statusReplicasPath", self.status_replicas_path.as_deref());
-        o.string("labelSelectorPath", self.label_selector_path.as_deref());
+        o.set_string("labelSelectorPath", self.label_selector_path.as_deref());
         o.finish()
     }
 }
@@ -2531,7 +5147,7 @@ impl ToJson for apiextensions_v1::JsonSchemaProps {
         let mut o = Obj::new();
         o.string("id", self.id.as_deref());
         o.string("$schema", self.schema.as_deref());
-        o.string("$ref", self.r#ref.as_deref());
+        o.set_string("$ref", self.r#ref.as_deref());
         o.string("description", self.description.as_deref());
         o.string("type", self.r#type.as_deref());
         o.string("format", self.format.as_deref());
@@ -2585,11 +5201,11 @@ impl ToJson for apiextensions_v1::JsonSchemaProps {
             "x-kubernetes-list-map-keys",
             &self.x_kubernetes_list_map_keys,
         );
-        o.string(
+        o.set_string(
             "x-kubernetes-list-type",
             self.x_kubernetes_list_type.as_deref(),
         );
-        o.string(
+        o.set_string(
             "x-kubernetes-map-type",
             self.x_kubernetes_map_type.as_deref(),
         );
@@ -2611,7 +5227,7 @@ impl ToJson for apiextensions_v1::ServiceReference {
         let mut o = Obj::new();
         o.string("namespace", self.namespace.as_deref());
         o.string("name", self.name.as_deref());
-        o.string("path", self.path.as_deref());
+        o.set_string("path", self.path.as_deref());
         o.scalar("port", self.port);
         o.finish()
     }
@@ -2633,7 +5249,7 @@ impl ToJson for apiextensions_v1::ValidationRule {
 impl ToJson for apiextensions_v1::WebhookClientConfig {
     fn to_json(&self) -> Value {
         let mut o = Obj::new();
-        o.string("url", self.url.as_deref());
+        o.set_string("url", self.url.as_deref());
         o.message("service", self.service.as_ref());
         o.bytes("caBundle", self.ca_bundle.as_deref());
         o.finish()
@@ -2764,6 +5380,60 @@ impl ToJson for meta_v1::Preconditions {
         let mut o = Obj::new();
         o.string("uid", self.uid.as_deref());
         o.string("resourceVersion", self.resource_version.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apiregistration_v1::APIService {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("metadata", self.metadata.as_ref());
+        o.message("spec", self.spec.as_ref());
+        o.message("status", self.status.as_ref());
+        o.finish()
+    }
+}
+
+impl ToJson for apiregistration_v1::APIServiceCondition {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("type", self.r#type.as_deref());
+        o.string("status", self.status.as_deref());
+        o.message("lastTransitionTime", self.last_transition_time.as_ref());
+        o.string("reason", self.reason.as_deref());
+        o.string("message", self.message.as_deref());
+        o.finish()
+    }
+}
+
+impl ToJson for apiregistration_v1::APIServiceSpec {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.message("service", self.service.as_ref());
+        o.string("group", self.group.as_deref());
+        o.string("version", self.version.as_deref());
+        o.nonzero("insecureSkipTLSVerify", self.insecure_skip_tls_verify);
+        o.bytes("caBundle", self.ca_bundle.as_deref());
+        o.scalar("groupPriorityMinimum", self.group_priority_minimum);
+        o.scalar("versionPriority", self.version_priority);
+        o.finish()
+    }
+}
+
+impl ToJson for apiregistration_v1::APIServiceStatus {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.messages("conditions", &self.conditions);
+        o.finish()
+    }
+}
+
+impl ToJson for apiregistration_v1::ServiceReference {
+    fn to_json(&self) -> Value {
+        let mut o = Obj::new();
+        o.string("namespace", self.namespace.as_deref());
+        o.string("name", self.name.as_deref());
+        o.scalar("port", self.port);
         o.finish()
     }
 }

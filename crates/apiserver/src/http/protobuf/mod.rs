@@ -14,21 +14,44 @@
 //!
 //! # Supported types
 //!
-//! core/v1 `Namespace`, `ConfigMap`, `Secret`, `ServiceAccount`, `Service`, `Pod`, `Event`;
-//! apps/v1 `Deployment`, `ReplicaSet`; autoscaling/v1 `Scale`; coordination.k8s.io/v1 `Lease`;
-//! events.k8s.io/v1 `Event`; rbac.authorization.k8s.io/v1 `Role`, `ClusterRole`, `RoleBinding`,
-//! `ClusterRoleBinding`; authorization.k8s.io/v1 `SelfSubjectAccessReview`,
-//! `SelfSubjectRulesReview`, `SubjectAccessReview`; authentication.k8s.io/v1
-//! `SelfSubjectReview`, `TokenRequest`, `TokenReview`;
-//! apiextensions.k8s.io/v1 `CustomResourceDefinition`; and `DeleteOptions` under any
-//! `apiVersion` (client-go encodes it with the group version of the client that sends it).
+//! Every kind the server stores or accepts as a body, each in the version it is served in
+//! (the list is `TOP_LEVEL_KINDS` in the generator):
+//!
+//! - core/v1: `Binding`, `ConfigMap`, `Endpoints`, `Event`, `LimitRange`, `Namespace`, `Node`,
+//!   `PersistentVolume`, `PersistentVolumeClaim`, `Pod`, `PodTemplate`, `ReplicationController`,
+//!   `ResourceQuota`, `Secret`, `Service`, `ServiceAccount`;
+//! - admissionregistration.k8s.io/v1 `MutatingWebhookConfiguration`,
+//!   `ValidatingWebhookConfiguration`, `ValidatingAdmissionPolicy(Binding)`;
+//!   apiextensions.k8s.io/v1 `CustomResourceDefinition`; apiregistration.k8s.io/v1 `APIService`;
+//! - apps/v1 `ControllerRevision`, `DaemonSet`, `Deployment`, `ReplicaSet`, `StatefulSet`;
+//!   batch/v1 `CronJob`, `Job`; autoscaling/v1 `HorizontalPodAutoscaler` and `Scale` (the body
+//!   of every scale subresource); autoscaling/v2 `HorizontalPodAutoscaler`; policy/v1
+//!   `PodDisruptionBudget`, `Eviction` (also under policy/v1beta1, whose message is the same);
+//! - authentication.k8s.io/v1 `SelfSubjectReview`, `TokenRequest`, `TokenReview`;
+//!   authorization.k8s.io/v1 `LocalSubjectAccessReview`, `SelfSubjectAccessReview`,
+//!   `SelfSubjectRulesReview`, `SubjectAccessReview`;
+//! - certificates.k8s.io/v1 `CertificateSigningRequest`; coordination.k8s.io/v1 `Lease`;
+//!   discovery.k8s.io/v1 `EndpointSlice`; events.k8s.io/v1 `Event`;
+//!   flowcontrol.apiserver.k8s.io/v1 `FlowSchema`, `PriorityLevelConfiguration`;
+//!   networking.k8s.io/v1 `Ingress`, `IngressClass`, `IPAddress`, `NetworkPolicy`,
+//!   `ServiceCIDR`; node.k8s.io/v1 `RuntimeClass`; rbac.authorization.k8s.io/v1 `Role`,
+//!   `ClusterRole`, `RoleBinding`, `ClusterRoleBinding`; scheduling.k8s.io/v1 `PriorityClass`;
+//!   storage.k8s.io/v1 `CSIDriver`, `CSINode`, `CSIStorageCapacity`, `StorageClass`,
+//!   `VolumeAttachment`;
+//! - `DeleteOptions` under any `apiVersion` (client-go encodes it with the group version of the
+//!   client that sends it).
+//!
+//! Anything else (custom resources, versions the server does not serve) is
+//! [`ProtobufError::UnsupportedType`].
 //!
 //! # Omit-empty policy
 //!
 //! Go writes every non-pointer field to protobuf, zero or not, so "unset" and "zero" cannot be
 //! told apart on the wire. The conversion therefore:
 //!
-//! - drops empty strings, empty `bytes`, empty repeated fields and empty maps;
+//! - drops empty strings, empty `bytes`, empty repeated fields and empty maps, except the
+//!   empty string of a Go `*string` field (the generator's `EMPTY_STRING_IS_SET`), which is
+//!   only on the wire when set: `storageClassName: ""` stays, and means "no StorageClass";
 //! - keeps numbers and booleans as sent, because pointer fields are only written when set and
 //!   their zero is meaningful (`replicas: 0`, `automountServiceAccountToken: false`). The
 //!   exception is the generator's `ZERO_IS_UNSET` table: non-pointer `omitempty` Go fields
@@ -42,9 +65,9 @@
 //!
 //! # Caveats
 //!
-//! - A pointer string set to `""` is dropped like any empty string (for example
-//!   `storageClassName: ""` in an ephemeral volume's claim template, which in Go means "no
-//!   dynamic provisioning").
+//! - A pointer to a named string type set to `""` (`volumeMode`, `pathType`,
+//!   `propagationPolicy`, ...) is dropped like a Go zero value; Kubernetes would reject it as
+//!   not one of the supported values, kore applies the default instead.
 //! - `RawExtension`, `FieldsV1` and apiextensions `JSON` values whose bytes are not JSON are
 //!   omitted.
 //! - A `Time`/`MicroTime` whose seconds and nanoseconds overflow when normalised is omitted.
@@ -55,7 +78,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use k8s_pb::api::{authentication, authorization};
+use k8s_pb::api::{authentication, authorization, certificates};
 use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions_v1;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta_v1;
@@ -199,6 +222,13 @@ impl Obj {
         }
     }
 
+    /// A string Go holds in a pointer: on the wire only when set, so an empty one is kept.
+    fn set_string(&mut self, key: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.put(key, Value::String(value.to_owned()));
+        }
+    }
+
     /// A number or boolean, kept as sent (a non-finite double has no JSON form and is dropped).
     fn scalar<T: Into<Value>>(&mut self, key: &str, value: Option<T>) {
         if let Some(value) = value.map(Into::into).filter(|value| !value.is_null()) {
@@ -337,6 +367,13 @@ impl ToJson for authentication::v1::ExtraValue {
 }
 
 impl ToJson for authorization::v1::ExtraValue {
+    /// Go's `type ExtraValue []string`: an array.
+    fn to_json(&self) -> Value {
+        self.items.iter().map(String::as_str).collect()
+    }
+}
+
+impl ToJson for certificates::v1::ExtraValue {
     /// Go's `type ExtraValue []string`: an array.
     fn to_json(&self) -> Value {
         self.items.iter().map(String::as_str).collect()

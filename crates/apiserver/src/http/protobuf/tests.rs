@@ -19,6 +19,8 @@ use serde_json::json;
 
 use super::*;
 
+mod every_kind;
+
 fn s(value: &str) -> Option<String> {
     Some(value.to_owned())
 }
@@ -1414,7 +1416,14 @@ fn an_unsupported_kind_is_reported_with_its_type() {
         "{error:?}"
     );
     assert_eq!(error.to_string(), "unsupported type example.com/v1/Widget");
-    let body = envelope_with("v1", "Node", vec![], "", "");
+    // A built-in kind in a version the server does not serve (k8s-pb has its message).
+    let body = envelope_with("apps/v1beta2", "Deployment", vec![], "", "");
+    assert!(matches!(
+        decode(&body),
+        Err(ProtobufError::UnsupportedType { .. })
+    ));
+    // Read-only and options kinds are never bodies.
+    let body = envelope_with("v1", "ComponentStatus", vec![], "", "");
     assert!(matches!(
         decode(&body),
         Err(ProtobufError::UnsupportedType { .. })
@@ -1549,4 +1558,36 @@ fn int_or_string_and_quantity_take_their_scalar_forms() {
     );
     assert_eq!(quantity("1.5Gi").to_json(), json!("1.5Gi"));
     assert_eq!(quantity("").to_json(), Value::Null);
+}
+
+#[test]
+fn an_empty_pointer_string_is_kept_and_an_empty_plain_string_dropped() {
+    // `PersistentVolumeClaimSpec.StorageClassName` is a `*string`: Go sends it only when set,
+    // and `""` asks for no StorageClass. `PersistentVolumeSpec.StorageClassName` is a `string`,
+    // on the wire even when empty, which Go's JSON leaves out.
+    let claim = core::PersistentVolumeClaim {
+        metadata: object_meta("data"),
+        spec: Some(core::PersistentVolumeClaimSpec {
+            storage_class_name: s(""),
+            volume_name: s(""),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    assert_eq!(
+        decoded("v1", "PersistentVolumeClaim", &claim)["spec"],
+        json!({"storageClassName": ""})
+    );
+    let volume = core::PersistentVolume {
+        metadata: object_meta("pv"),
+        spec: Some(core::PersistentVolumeSpec {
+            storage_class_name: s(""),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    assert_eq!(
+        decoded("v1", "PersistentVolume", &volume)["spec"],
+        json!({})
+    );
 }
