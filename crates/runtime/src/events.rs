@@ -260,7 +260,7 @@ impl Recorder {
     fn count_dropped(&self, why: &'static str) {
         let dropped = self.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
         // The first drop and then one line per thousand: a burst must not flood the log.
-        if dropped == 1 || dropped % 1000 == 0 {
+        if dropped == 1 || dropped.is_multiple_of(1000) {
             tracing::warn!(
                 reporter = %self.shared.reporter.controller,
                 dropped,
