@@ -781,8 +781,9 @@ async fn controllers(
     })
     .await?;
     let (cm_rss_cached, _) = cm.memory()?;
-    // What the controller manager's caches hold then, as JSON: the packed cache keeps about
-    // that many bytes (the runtime suite's cache rows: 1.0–1.1× JSON at 10,000 objects).
+    // What the controller manager's caches hold then, as JSON: the packed cache keeps at most
+    // about that many bytes (the runtime suite's cache rows: 1.0–1.1× JSON at 10,000
+    // ConfigMaps; less for pods, whose managedFields it skips).
     let cached_json = json_bytes(&Api::<Pod>::all(client.clone())).await?
         + json_bytes(&Api::<ReplicaSet>::all(client.clone())).await?
         + json_bytes(&Api::<Deployment>::all(client.clone())).await?
@@ -933,7 +934,7 @@ async fn controllers(
                 (cm_rss_cached as f64 - cm_rss_idle as f64 - cached_json as f64) / pods_n as f64,
                 "bytes",
                 &format!(
-                    "the row above less the JSON of every cached pod, ReplicaSet, Deployment and Node ({:.0} bytes per pod), which the packed cache about equals",
+                    "the row above less the JSON of every cached pod, ReplicaSet, Deployment and Node ({:.0} bytes per pod); the packed cache holds less than that (it skips managedFields), so this is a lower bound of what the process adds beyond its cache",
                     cached_json as f64 / pods_n as f64
                 ),
             ),
