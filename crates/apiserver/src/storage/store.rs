@@ -2,9 +2,10 @@
 //!
 //! One `std::sync::Mutex` guards the live objects and the clock. It is held only to check a
 //! precondition, stamp a revision into the already encoded object ([`Encoded`]) and queue it
-//! for the backend; parsing, patching, validation and encoding happen outside it, and a write whose object changed underneath is
-//! re-run (optimistic concurrency, as `GuaranteedUpdate` does in Kubernetes). The lock is
-//! never held across an `.await`: a writer waits for durability after releasing it.
+//! for the backend; parsing, patching, validation and encoding happen outside it, and a write
+//! whose object changed underneath is re-run (optimistic concurrency, as `GuaranteedUpdate`
+//! does in Kubernetes). The lock is never held across an `.await`: a writer waits for
+//! durability after releasing it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
