@@ -17,8 +17,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::store::readable;
 use super::{StorageError, set_resource_version};
-use crate::api::limits::{MAX_DEPTH, encoded_depth};
 
 /// The process's placeholder revision: letters and digits only, so the encoder writes it as it
 /// is, and random, so no stored object can contain it by chance or on purpose.
@@ -110,12 +110,8 @@ fn set_placeholder(obj: &mut Value) {
 fn to_vec(obj: &Value) -> Result<Vec<u8>, StorageError> {
     let bytes =
         crate::api::encoding::to_vec(obj).map_err(|e| StorageError::Internal(e.to_string()))?;
-    let depth = encoded_depth(&bytes);
-    if depth > MAX_DEPTH {
-        return Err(StorageError::Internal(format!(
-            "refusing to store an object: it is nested {depth} levels deep, more than the limit of {MAX_DEPTH}"
-        )));
-    }
+    readable(&bytes)
+        .map_err(|why| StorageError::Internal(format!("refusing to store an object: {why}")))?;
     Ok(bytes)
 }
 
@@ -124,6 +120,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::api::limits::MAX_DEPTH;
 
     fn direct(obj: &Value, rv: u64) -> Vec<u8> {
         let mut obj = obj.clone();

@@ -531,7 +531,7 @@ impl Store {
 }
 
 /// Whether stored bytes can be read back: nested no deeper than [`MAX_DEPTH`].
-fn readable(bytes: &[u8]) -> Result<(), String> {
+pub(super) fn readable(bytes: &[u8]) -> Result<(), String> {
     let depth = encoded_depth(bytes);
     if depth > MAX_DEPTH {
         return Err(format!(
