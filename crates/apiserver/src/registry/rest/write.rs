@@ -14,6 +14,9 @@ use crate::registry::resource::Resource;
 use crate::registry::validation::FieldError;
 use crate::storage::{Preconditions, StorageError, Update, resource_version_of};
 
+/// What an object without metadata reads as.
+static EMPTY_OBJECT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({}));
+
 impl Registry {
     /// The shared update path of PUT and PATCH: reads the object, asks `produce` for the new
     /// served object (given the current one), applies every rule, and writes it, re-running
@@ -177,25 +180,31 @@ impl Registry {
             }
             _ => {}
         }
-        let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        let old_meta = old.get("metadata").unwrap_or(&EMPTY_OBJECT);
         if part == Part::Status {
-            let status = new.get("status").cloned();
+            // The stored object with the request's status (and, for the older kinds, its
+            // metadata): only the parts kept from the stored object are copied.
+            let status = new.get_mut("status").map(Value::take);
             let kept_meta = res
                 .strategy
                 .status_keeps_metadata()
-                .map(|reset| status_metadata(&new, &old_meta, reset));
-            new = old.clone();
-            if let Some(meta) = kept_meta {
-                new["metadata"] = meta;
-            }
-            match status {
-                Some(s) => new["status"] = s,
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
+                .map(|reset| status_metadata(&new, old_meta, reset));
+            let mut next = serde_json::Map::new();
+            if let Value::Object(fields) = old {
+                for (k, v) in fields {
+                    let replaced = k == "status" || (k == "metadata" && kept_meta.is_some());
+                    if !replaced {
+                        next.insert(k.clone(), v.clone());
                     }
                 }
             }
+            if let Some(meta) = kept_meta {
+                next.insert("metadata".into(), meta);
+            }
+            if let Some(s) = status {
+                next.insert("status".into(), s);
+            }
+            new = Value::Object(next);
         } else if res.subresources.status && part != Part::Approval {
             match old.get("status") {
                 Some(s) => new["status"] = s.clone(),
