@@ -23,6 +23,10 @@
 //! | `workqueue_retries_total` | counter | `name` |
 //!
 //! A workqueue's `name` is its controller's name, as in controller-runtime.
+//!
+//! The manager also serves its informers' cache sizes, `kore_cache_objects` and
+//! `kore_cache_packed_bytes` (gauges by `resource`, `namespace`, `label_selector`,
+//! `field_selector`; see [`Informers::register_metrics`](crate::informer::Informers::register_metrics)).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

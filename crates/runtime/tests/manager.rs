@@ -917,3 +917,72 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
     }
     Guard(Some(f))
 }
+
+#[tokio::test]
+async fn metrics_serve_each_informers_cache_size_as_it_changes() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kore_runtime::InformerConfig;
+
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for name in ["one", "two"] {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.data = Some([("k".to_string(), "v".repeat(100))].into());
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+    let (l, addr) = listener()?;
+    let mut mgr = Manager::builder(env.client())
+        .handle_signals(false)
+        .metrics_listener(l)
+        .build();
+    let store = mgr
+        .informers()
+        .get::<ConfigMap>(InformerConfig::default().namespace("default"))
+        .store();
+    let stop = mgr.shutdown_handle();
+    let task = tokio::spawn(mgr.run());
+    store.wait_until_synced().await;
+
+    // The gauges of the one informer: (objects, packed bytes).
+    let sizes = || async {
+        let (code, body) = get(addr, "/metrics").await?;
+        anyhow::ensure!(code == 200, "{body}");
+        let labels = "{resource=\"configmaps\",namespace=\"default\",label_selector=\"\",field_selector=\"\"}";
+        let value = |family: &str| {
+            body.lines()
+                .find_map(|l| l.strip_prefix(&format!("{family}{labels} ")))
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        match (
+            value("kore_cache_objects"),
+            value("kore_cache_packed_bytes"),
+        ) {
+            (Some(n), Some(bytes)) => Ok((n, bytes)),
+            _ => anyhow::bail!("no cache gauges in {body}"),
+        }
+    };
+    let (n, bytes) = sizes().await?;
+    assert_eq!((n, bytes), (2, store.packed_bytes()));
+    assert!(bytes > 200, "two objects with 100-byte values: {bytes}");
+
+    cms.delete("one", &Default::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the delete never reached the cache"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (n, after) = sizes().await?;
+    assert_eq!(n, 1);
+    assert!(after < bytes && after > 100, "{bytes} → {after}");
+
+    stop.shutdown();
+    task.await??;
+    Ok(())
+}

@@ -136,6 +136,11 @@ impl Entry {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// The entry's size: its key, resourceVersion and packed object.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The packed object.
     fn packed(&self) -> &[u8] {
         let (_, end) = self.key_range();
@@ -166,6 +171,8 @@ impl std::borrow::Borrow<str> for Entry {
 
 struct State<K> {
     entries: Set<Entry>,
+    /// The sum of the entries' sizes ([`Entry::len`]).
+    bytes: usize,
     indexes: Map<String, Index<K>>,
     /// Deletions recorded by a writer ahead of the watch: key → resourceVersion of the delete.
     tombstones: Map<Box<str>, u64>,
@@ -264,6 +271,7 @@ impl<K> Store<K> {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
                     entries: Set::default(),
+                    bytes: 0,
                     indexes: Map::default(),
                     tombstones: Map::default(),
                 }),
@@ -297,6 +305,12 @@ impl<K> Store<K> {
             .iter()
             .map(|e| ObjectKey::parse(e.key()))
             .collect()
+    }
+
+    /// The bytes of the packed entries (each one's key, resourceVersion and packed object),
+    /// not counting the decoded objects, the indexes or the table that holds the entries.
+    pub fn packed_bytes(&self) -> usize {
+        self.read().bytes
     }
 
     /// How many objects are cached.
@@ -634,6 +648,7 @@ impl<K: DeserializeOwned> Store<K> {
             };
         }
         let old = state.entries.replace(packed.entry.clone());
+        state.bytes = state.bytes + packed.entry.len() - old.as_ref().map_or(0, Entry::len);
         let old_obj = old.as_ref().and_then(|e| self.shared.decoded.get(e));
         // Under the write lock, so no reader can see the entry before its decoded object.
         self.shared
@@ -664,6 +679,7 @@ impl<K: DeserializeOwned> Store<K> {
         let Some(old) = state.entries.take(key) else {
             return Outcome::Stale(None);
         };
+        state.bytes -= old.len();
         let old_obj = self.shared.decoded.get(&old);
         self.shared.decoded.remove(key);
         for index in state.indexes.values_mut() {
@@ -775,6 +791,7 @@ impl<K: DeserializeOwned> Store<K> {
                 .cloned()
                 .collect();
             state.entries = entries;
+            state.bytes = state.entries.iter().map(Entry::len).sum();
             // Decoded objects stay shared only where the new entry is the same version.
             self.shared
                 .decoded

@@ -21,6 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, mpsc};
@@ -342,6 +346,18 @@ impl<K: Informable> SharedInformer<K> {
 }
 
 type InformerId = (TypeId, Option<String>, Option<String>, Option<String>);
+/// Reads a cache's object count and packed bytes.
+type CacheSize = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+
+/// The labels of the cache-size gauges: what an informer caches.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    /// The resource, with its group: `pods`, `replicasets.apps`.
+    resource: String,
+    namespace: String,
+    label_selector: String,
+    field_selector: String,
+}
 type SyncWait = Box<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 /// Starts one informer on a tracker, once the registry is started.
 type Starter = Box<dyn FnOnce(CancellationToken, &TaskTracker) + Send>;
@@ -357,6 +373,8 @@ pub struct Informers {
 #[derive(Default)]
 struct Registry {
     informers: HashMap<InformerId, Box<dyn Any + Send + Sync>>,
+    /// Each informer's cache size, read on every scrape of `/metrics`.
+    sizes: Vec<(CacheLabels, CacheSize)>,
     starters: Vec<Starter>,
     synced: Vec<SyncWait>,
     shutdown: Option<CancellationToken>,
@@ -405,8 +423,25 @@ impl Informers {
             return existing.clone();
         }
         let informer = SharedInformer::<K>::new(self.client.clone(), config);
+        let group = K::group(&());
+        let plural = K::plural(&());
+        let labels = CacheLabels {
+            resource: if group.is_empty() {
+                plural.into_owned()
+            } else {
+                format!("{plural}.{group}")
+            },
+            namespace: id.1.clone().unwrap_or_default(),
+            label_selector: id.2.clone().unwrap_or_default(),
+            field_selector: id.3.clone().unwrap_or_default(),
+        };
         registry.informers.insert(id, Box::new(informer.clone()));
         let store = informer.store();
+        let sized = store.clone();
+        registry.sizes.push((
+            labels,
+            Box::new(move || (sized.len(), sized.packed_bytes())),
+        ));
         registry.synced.push(Box::new(move || {
             let store = store.clone();
             Box::pin(async move { store.wait_until_synced().await })
@@ -458,5 +493,66 @@ impl Informers {
     /// The client the informers use.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// Serves the size of every informer's cache in `registry` (the manager's `/metrics`
+    /// does this for its informers), read at each scrape, labelled by `resource`,
+    /// `namespace`, `label_selector` and `field_selector` (informers that differ only in
+    /// what they decode, such as a metadata-only one, add up in one series):
+    ///
+    /// | family | type | what |
+    /// | --- | --- | --- |
+    /// | `kore_cache_objects` | gauge | cached objects |
+    /// | `kore_cache_packed_bytes` | gauge | the packed entries' bytes ([`Store::packed_bytes`]) |
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(CacheSizes(Arc::clone(&self.registry))));
+    }
+}
+
+/// A gauge family of [`CacheSizes`]: name, help, and which of (objects, bytes) it reports.
+type Family = (&'static str, &'static str, fn((usize, usize)) -> usize);
+
+/// The collector behind [`Informers::register_metrics`].
+struct CacheSizes(Arc<Mutex<Registry>>);
+
+impl Debug for CacheSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheSizes")
+    }
+}
+
+impl Collector for CacheSizes {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut sizes: Vec<(CacheLabels, (usize, usize))> = Vec::new();
+        {
+            let registry = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            for (labels, read) in &registry.sizes {
+                let (objects, bytes) = read();
+                match sizes.iter_mut().find(|(l, _)| l == labels) {
+                    Some((_, sum)) => *sum = (sum.0 + objects, sum.1 + bytes),
+                    None => sizes.push((labels.clone(), (objects, bytes))),
+                }
+            }
+        }
+        let families: [Family; 2] = [
+            (
+                "kore_cache_objects",
+                "Objects in an informer's cache",
+                |s| s.0,
+            ),
+            (
+                "kore_cache_packed_bytes",
+                "Bytes of an informer's packed cache entries",
+                |s| s.1,
+            ),
+        ];
+        for (name, help, pick) in families {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (labels, size) in &sizes {
+                let value = i64::try_from(pick(*size)).unwrap_or(i64::MAX);
+                ConstGauge::new(value).encode(family.encode_family(labels)?)?;
+            }
+        }
+        Ok(())
     }
 }

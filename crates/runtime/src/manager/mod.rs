@@ -462,6 +462,7 @@ impl Manager {
             elector.config().validate()?;
             elector.register_metrics(&mut registry);
         }
+        informers.register_metrics(&mut registry);
         let fail_slots = runnables.len() + 4;
         let (leaders, others): (Vec<_>, Vec<_>) = runnables
             .into_iter()

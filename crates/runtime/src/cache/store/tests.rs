@@ -154,6 +154,37 @@ fn random_applies_and_deletes_leave_exactly_the_newest_state_per_key() {
         .map(|i| store.keys_by_index("src", &format!("s{i}")).len())
         .sum();
     assert_eq!(indexed, truth.len(), "each key is indexed once");
+    assert_eq!(store.packed_bytes(), summed_entries(&store));
+}
+
+/// The packed bytes counted entry by entry, to check the running total.
+fn summed_entries(store: &Store<ConfigMap>) -> usize {
+    store.read().entries.iter().map(Entry::len).sum()
+}
+
+#[test]
+fn packed_bytes_follow_applies_deletes_and_swaps() {
+    let store = Store::<ConfigMap>::new(16);
+    assert_eq!(store.packed_bytes(), 0);
+    store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
+    let one = store.packed_bytes();
+    assert!(one > "ns/a".len(), "the key and the packed object count");
+    store.apply(&store.pack(&cm("b", 2, "x")).expect("packs"));
+    store.apply(
+        &store
+            .pack(&cm("a", 3, "a longer label value"))
+            .expect("packs"),
+    );
+    assert_eq!(store.packed_bytes(), summed_entries(&store));
+    store.delete("ns/a", 4, false);
+    store.delete("ns/b", 5, false);
+    assert_eq!(store.packed_bytes(), 0);
+    let mut list = ListBuffer::default();
+    list.push(store.listed(store.pack(&cm("c", 9, "z")).expect("packs")));
+    list.push(store.listed(store.pack(&cm("d", 9, "z")).expect("packs")));
+    store.replace(list, 9);
+    assert_eq!(store.packed_bytes(), summed_entries(&store));
+    assert!(store.packed_bytes() > one);
 }
 
 fn key(name: &str) -> ObjectKey {
