@@ -28,7 +28,8 @@ done
 if [ -n "$suite" ]; then
     kore_args=()
     if [ "$suite" = "workloads" ]; then
-        # The workloads suite runs `kore controller-manager` as its own process, to measure it.
+        # The workloads suite runs `kore controller-manager` as its own process, to measure it,
+        # and itself runs in kore-bench-mimalloc (kore's allocator), built by `-p kore-bench`.
         echo "==> building kore and kore-bench (release)" >&2
         cargo build --release -p kore-cli -p kore-bench >&2
         kore_args=(--kore "$target/release/kore")

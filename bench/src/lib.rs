@@ -196,7 +196,38 @@ enum Only {
     Discovery,
 }
 
-fn main() -> anyhow::Result<()> {
+/// The global allocator of the running binary: `kore-bench` keeps the system's, so that kore
+/// and the libraries it is compared with run on the same neutral allocator;
+/// `kore-bench-mimalloc` has `kore`'s, for the suite that stands for `kore up` itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// The system allocator (glibc malloc).
+    System,
+    /// mimalloc, as the `kore` binary uses.
+    Mimalloc,
+}
+
+impl Allocator {
+    fn name(self) -> &'static str {
+        match self {
+            Allocator::System => "the system allocator",
+            Allocator::Mimalloc => "mimalloc, as in `kore`",
+        }
+    }
+}
+
+/// The sibling binary with `kore`'s allocator, next to this one.
+const MIMALLOC_BIN: &str = "kore-bench-mimalloc";
+
+/// Runs `kore-bench` with its arguments; `allocator` is the global allocator of the binary
+/// that calls it.
+///
+/// The workloads suite runs the API server and the simulated nodes in this process, standing
+/// for `kore up`, so it runs with `kore`'s allocator: `kore-bench` hands it to
+/// `kore-bench-mimalloc` (built beside it by `cargo build -p kore-bench`) with the same
+/// arguments. The other suites compare kore's libraries with their peers in one process and
+/// stay on the system allocator.
+pub fn main(allocator: Allocator) -> anyhow::Result<()> {
     if let Some(result) = runtime_cache::main_from_env() {
         return result;
     }
@@ -204,11 +235,35 @@ fn main() -> anyhow::Result<()> {
         return result;
     }
     let args = Args::parse();
+    if args.suite == Some(Suite::Workloads) && allocator != Allocator::Mimalloc {
+        return hand_over_to_mimalloc();
+    }
+    workloads::set_allocator(allocator.name());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(run(args))
+}
+
+/// Runs this command line again in `kore-bench-mimalloc`, the sibling binary, and exits with
+/// its status.
+fn hand_over_to_mimalloc() -> anyhow::Result<()> {
+    let me = std::env::current_exe().context("locating kore-bench")?;
+    let sibling = me.with_file_name(MIMALLOC_BIN);
+    anyhow::ensure!(
+        sibling.exists(),
+        "the workloads suite runs in {} (kore's allocator), which is not built: \
+         cargo build --release -p kore-bench",
+        sibling.display()
+    );
+    eprintln!("kore-bench: the workloads suite runs in {MIMALLOC_BIN} (kore's allocator)");
+    let status = Command::new(&sibling)
+        .args(std::env::args_os().skip(1))
+        .status()
+        .with_context(|| format!("running {}", sibling.display()))?;
+    anyhow::ensure!(status.success(), "{MIMALLOC_BIN} failed: {status}");
+    Ok(())
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

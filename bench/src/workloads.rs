@@ -5,7 +5,8 @@
 //! pod, memory per node and per pod, the controller manager's CPU and peak memory.
 //!
 //! The server and the simulation share this process (as in `kore up`), so CPU and memory are the
-//! process's own (`/proc/self`). With `--kore`, the controller manager runs as a child process,
+//! process's own (`/proc/self`), and the process runs with `kore`'s allocator: the suite runs in
+//! `kore-bench-mimalloc` (`kore-bench` hands it over). With `--kore`, the controller manager runs as a child process,
 //! `kore controller-manager --kubeconfig F`, against the server on a loopback socket, so its CPU
 //! and peak memory (`VmHWM`) are its own; without it, it runs in this process too.
 //!
@@ -53,6 +54,18 @@ const POLL: Duration = Duration::from_millis(200);
 const PHASE_LIMIT: Duration = Duration::from_secs(900);
 /// The quiet window in which writes at steady state are counted.
 const STEADY: Duration = Duration::from_secs(2);
+
+/// The global allocator of this process, for the notes (set once by `main`).
+static ALLOCATOR: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Records the global allocator of this process, named in the notes of the process's rows.
+pub(crate) fn set_allocator(name: &'static str) {
+    let _ = ALLOCATOR.set(name);
+}
+
+fn allocator() -> &'static str {
+    ALLOCATOR.get().copied().unwrap_or("unknown")
+}
 
 fn row(measure: String, kore: f64, unit: &str, note: &str) -> Row {
     Row {
@@ -415,7 +428,10 @@ async fn bare_pods(pods_n: usize, nodes_n: usize) -> anyhow::Result<Vec<Row>> {
             format!("{label}: CPU per pod"),
             per_pod(cpu.as_secs_f64() * 1e3),
             "ms",
-            "this process: server + scheduler + kubelets + the creating clients",
+            &format!(
+                "this process: server + scheduler + kubelets + the creating clients; allocator: {}",
+                allocator()
+            ),
         ),
         row(
             format!("{label}: memory per node"),
@@ -455,6 +471,8 @@ enum Controllers {
         _dir: tempfile::TempDir,
     },
     InProcess {
+        /// The manager's informers, whose cache sizes `metrics_text` reads.
+        informers: kore_runtime::informer::Informers,
         stop: kore_runtime::manager::ShutdownHandle,
         task: tokio::task::JoinHandle<Result<(), kore_runtime::manager::Error>>,
     },
@@ -520,8 +538,13 @@ impl Controllers {
                 metrics.register(manager.registry_mut());
                 cm.register(&mut manager, &metrics);
                 let stop = manager.shutdown_handle();
+                let informers = manager.informers().clone();
                 let task = tokio::spawn(manager.run());
-                Ok(Controllers::InProcess { stop, task })
+                Ok(Controllers::InProcess {
+                    informers,
+                    stop,
+                    task,
+                })
             }
         }
     }
@@ -536,22 +559,63 @@ impl Controllers {
         }
     }
 
+    /// The controller manager's metrics in Prometheus' text format: the child's `/metrics`;
+    /// in process, only its informers' cache sizes. `None` when unreadable.
+    fn metrics_text(&self) -> Option<String> {
+        use std::io::{Read as _, Write as _};
+        match self {
+            Controllers::Child { metrics, .. } => {
+                let scrape = || -> std::io::Result<String> {
+                    let mut conn = std::net::TcpStream::connect(("127.0.0.1", *metrics))?;
+                    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+                    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+                    let mut body = String::new();
+                    conn.read_to_string(&mut body)?;
+                    Ok(body)
+                };
+                scrape().ok()
+            }
+            Controllers::InProcess { informers, .. } => {
+                let mut registry = prometheus_client::registry::Registry::default();
+                informers.register_metrics(&mut registry);
+                let mut text = String::new();
+                prometheus_client::encoding::text::encode(&mut text, &registry).ok()?;
+                Some(text)
+            }
+        }
+    }
+
+    /// The bytes of the controller manager's packed cache entries, every informer's
+    /// (`kore_cache_packed_bytes`).
+    fn packed_bytes(&self) -> anyhow::Result<u64> {
+        let text = self
+            .metrics_text()
+            .context("reading the controller manager's metrics")?;
+        let mut total = 0.0;
+        let mut seen = false;
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("kore_cache_packed_bytes"))
+        {
+            if let Some(v) = line
+                .rsplit_once(' ')
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+            {
+                total += v;
+                seen = true;
+            }
+        }
+        anyhow::ensure!(
+            seen,
+            "no kore_cache_packed_bytes in the controller manager's metrics"
+        );
+        Ok(total as u64)
+    }
+
     /// The child's reconcile, error and retry counters from its /metrics, in short: e.g.
     /// `deployment: 2,000 ok, 35 errors, 35 retries`; empty in process or when unreadable.
     fn reconcile_counts(&self) -> String {
-        use std::io::{Read as _, Write as _};
-        let Controllers::Child { metrics, .. } = self else {
-            return String::new();
-        };
-        let scrape = || -> std::io::Result<String> {
-            let mut conn = std::net::TcpStream::connect(("127.0.0.1", *metrics))?;
-            conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-            conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-            let mut body = String::new();
-            conn.read_to_string(&mut body)?;
-            Ok(body)
-        };
-        let Ok(body) = scrape() else {
+        let Some(body) = self.metrics_text() else {
             return String::new();
         };
         let mut by_controller: std::collections::BTreeMap<String, [f64; 3]> = Default::default();
@@ -625,7 +689,7 @@ impl Controllers {
                 let _ = child.kill();
                 let _ = child.wait();
             }
-            Controllers::InProcess { stop, task } => {
+            Controllers::InProcess { stop, task, .. } => {
                 stop.shutdown();
                 let _ = task.await;
             }
@@ -754,6 +818,7 @@ async fn controllers(
     let cm = Controllers::start(&server, &client, kore).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (cm_rss_idle, _) = cm.memory()?;
+    let cm_packed_idle = cm.packed_bytes()?;
     let who = cm.who();
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
 
@@ -781,9 +846,9 @@ async fn controllers(
     })
     .await?;
     let (cm_rss_cached, _) = cm.memory()?;
-    // What the controller manager's caches hold then, as JSON: the packed cache keeps at most
-    // about that many bytes (the runtime suite's cache rows: 1.0–1.1× JSON at 10,000
-    // ConfigMaps; less for pods, whose managedFields it skips).
+    let cm_packed_cached = cm.packed_bytes()?;
+    // What the controller manager's caches hold then, as JSON, for comparison with the packed
+    // bytes (which skip managedFields).
     let cached_json = json_bytes(&Api::<Pod>::all(client.clone())).await?
         + json_bytes(&Api::<ReplicaSet>::all(client.clone())).await?
         + json_bytes(&Api::<Deployment>::all(client.clone())).await?
@@ -872,7 +937,10 @@ async fn controllers(
             format!("{label}: whole process CPU per pod"),
             available.process_cpu.as_secs_f64() * 1e3 / pods_n as f64,
             "ms",
-            "server + simulation (+ controllers when in process) + the creating clients",
+            &format!(
+                "server + simulation (+ controllers when in process) + the creating clients; allocator: {}",
+                allocator()
+            ),
         ),
         row(
             format!("{label}: rolling update of all → Available"),
@@ -930,11 +998,15 @@ async fn controllers(
         ),
         with_target(
             row(
-                "controller manager: memory per cached pod beyond the cached objects' JSON".into(),
-                (cm_rss_cached as f64 - cm_rss_idle as f64 - cached_json as f64) / pods_n as f64,
+                "controller manager: memory per cached pod beyond the cache's packed bytes".into(),
+                (cm_rss_cached as f64
+                    - cm_rss_idle as f64
+                    - (cm_packed_cached as f64 - cm_packed_idle as f64))
+                    / pods_n as f64,
                 "bytes",
                 &format!(
-                    "the row above less the JSON of every cached pod, ReplicaSet, Deployment and Node ({:.0} bytes per pod); the packed cache holds less than that (it skips managedFields), so this is a lower bound of what the process adds beyond its cache",
+                    "the row above less the growth of every informer's packed entries (kore_cache_packed_bytes on its /metrics): {:.0} bytes per pod, where the JSON of the cached pods, ReplicaSets, Deployments and Nodes is {:.0} bytes per pod",
+                    (cm_packed_cached as f64 - cm_packed_idle as f64) / pods_n as f64,
                     cached_json as f64 / pods_n as f64
                 ),
             ),
