@@ -935,7 +935,7 @@ async fn metrics_serve_each_informers_cache_size_as_it_changes() -> anyhow::Resu
         cms.create(&PostParams::default(), &cm).await?;
     }
     let (l, addr) = listener()?;
-    let mut mgr = Manager::builder(env.client())
+    let mgr = Manager::builder(env.client())
         .handle_signals(false)
         .metrics_listener(l)
         .build();
