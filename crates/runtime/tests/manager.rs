@@ -499,16 +499,7 @@ async fn readiness_and_runnables_wait_until_the_caches_synced() -> anyhow::Resul
     use k8s_openapi::api::core::v1::ConfigMap;
     use kore_runtime::InformerConfig;
 
-    let env = kore_testenv::TestEnv::builder()
-        .without_root_ca()
-        .start()
-        .await?;
-    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    for name in ["one", "two"] {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(name.into());
-        cms.create(&PostParams::default(), &cm).await?;
-    }
+    let (env, _cms) = with_two_configmaps("").await?;
     let mut mgr = Manager::builder(env.client()).handle_signals(false).build();
     let store = mgr
         .informers()
@@ -923,17 +914,7 @@ async fn metrics_serve_each_informers_cache_size_as_it_changes() -> anyhow::Resu
     use k8s_openapi::api::core::v1::ConfigMap;
     use kore_runtime::InformerConfig;
 
-    let env = kore_testenv::TestEnv::builder()
-        .without_root_ca()
-        .start()
-        .await?;
-    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    for name in ["one", "two"] {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(name.into());
-        cm.data = Some([("k".to_string(), "v".repeat(100))].into());
-        cms.create(&PostParams::default(), &cm).await?;
-    }
+    let (env, cms) = with_two_configmaps(&"v".repeat(100)).await?;
     let (l, addr) = listener()?;
     let mgr = Manager::builder(env.client())
         .handle_signals(false)
@@ -985,4 +966,30 @@ async fn metrics_serve_each_informers_cache_size_as_it_changes() -> anyhow::Resu
     stop.shutdown();
     task.await??;
     Ok(())
+}
+
+/// A server holding ConfigMaps `one` and `two` in `default`, each with `k: value` unless
+/// `value` is empty.
+async fn with_two_configmaps(
+    value: &str,
+) -> anyhow::Result<(
+    kore_testenv::TestEnv,
+    Api<k8s_openapi::api::core::v1::ConfigMap>,
+)> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let env = kore_testenv::TestEnv::builder()
+        .without_root_ca()
+        .start()
+        .await?;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for name in ["one", "two"] {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        if !value.is_empty() {
+            cm.data = Some([("k".to_string(), value.to_string())].into());
+        }
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+    Ok((env, cms))
 }
