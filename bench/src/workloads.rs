@@ -6,9 +6,10 @@
 //!
 //! The server and the simulation share this process (as in `kore up`), so CPU and memory are the
 //! process's own (`/proc/self`), and the process runs with `kore`'s allocator: the suite runs in
-//! `kore-bench-mimalloc` (`kore-bench` hands it over). With `--kore`, the controller manager runs as a child process,
-//! `kore controller-manager --kubeconfig F`, against the server on a loopback socket, so its CPU
-//! and peak memory (`VmHWM`) are its own; without it, it runs in this process too.
+//! `kore-bench-mimalloc` (`kore-bench` hands it over). With `--kore`, the controller manager
+//! runs as a child process, `kore controller-manager --kubeconfig F`, against the server on a
+//! loopback socket, so its CPU and peak memory (`VmHWM`) are its own; without it, it runs in
+//! this process too.
 //!
 //! API writes are counted from the server's resourceVersion, which grows by one per write of
 //! any object: the delta over a phase is every write in it. Node heartbeats are turned off
@@ -754,7 +755,6 @@ fn job(i: usize, completions: usize) -> anyhow::Result<Job> {
     }))?)
 }
 
-/// Whether every Deployment has rolled out `replicas` Available pods of its current template.
 /// Waits until `count` Deployments of `api` have rolled out their generation to `replicas`
 /// updated and available replicas.
 async fn all_available(
@@ -777,15 +777,12 @@ async fn all_available(
 
 /// Waits until `count` Jobs of `api` are `Complete`.
 async fn all_complete(api: &Api<Job>, count: usize) -> anyhow::Result<()> {
-    watch_until("Jobs Complete", api.clone(), count, |j: &Job| {
-        j.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Complete" && c.status == "True")
-            })
-    })
+    watch_until(
+        "Jobs Complete",
+        api.clone(),
+        count,
+        kore_controller_manager::job::is_complete,
+    )
     .await
 }
 

@@ -207,7 +207,16 @@ fn is_failed(pod: &Pod, spec: &JobSpec) -> bool {
             && pod.metadata.deletion_timestamp.is_some())
 }
 
-fn condition_true(status: &JobStatus, type_: &str) -> bool {
+/// Whether a finished Job is `Complete` (its condition `Complete` is `True`): what
+/// `kubectl wait --for=condition=complete` waits for.
+pub fn is_complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .is_some_and(|s| condition_true(s, COMPLETE))
+}
+
+/// Whether the Job's status has condition `type_` with status `True`.
+pub fn condition_true(status: &JobStatus, type_: &str) -> bool {
     status
         .conditions
         .iter()

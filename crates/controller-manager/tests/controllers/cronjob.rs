@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kore_controller_manager::Options;
 use kore_controller_manager::clock::Clock;
 use kore_controller_manager::cronjob::SCHEDULED_TIMESTAMP;
+use kore_controller_manager::job::is_complete;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -90,16 +91,6 @@ async fn events(c: &Cluster, name: &str, reason: &str) -> anyhow::Result<Vec<Str
 
 async fn wait_event(c: &Cluster, name: &str, reason: &str) -> anyhow::Result<Vec<String>> {
     wait_for_value(|| async { events(c, name, reason).await.ok().filter(|e| !e.is_empty()) }).await
-}
-
-fn is_complete(j: &Job) -> bool {
-    j.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
 }
 
 fn active_names(cj: &CronJob) -> Vec<String> {

@@ -9,6 +9,7 @@ use crate::common::{Cluster, Fate, NS, wait_for_value};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kore_controller_manager::Options;
+use kore_controller_manager::job::is_complete;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -28,16 +29,6 @@ fn job(name: &str, extra: Value) -> anyhow::Result<Job> {
         "metadata": {"name": name, "namespace": NS},
         "spec": spec,
     }))?)
-}
-
-fn is_complete(j: &Job) -> bool {
-    j.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
 }
 
 async fn pods_of(c: &Cluster, name: &str) -> anyhow::Result<Vec<Pod>> {
