@@ -29,6 +29,10 @@ use crate::suite::{Row, Target};
 
 const CHILD_ENV: &str = "KORE_BENCH_CACHE_CHILD";
 
+/// The label every benchmark ConfigMap carries, and both caches select on: a namespace also
+/// holds the `kube-root-ca.crt` ConfigMap the server publishes into it.
+const BENCH_LABEL: &str = "app=bench";
+
 /// The same glibc malloc settings for every child.
 const GLIBC_TUNABLES: &str =
     "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1";
@@ -116,8 +120,11 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
         Cache::Kore | Cache::KoreHot => {
             use kore_runtime::{InformerConfig, Informers};
             let informers = Informers::new(client);
-            let informer =
-                informers.get::<ConfigMap>(InformerConfig::default().namespace(&spec.namespace));
+            let informer = informers.get::<ConfigMap>(
+                InformerConfig::default()
+                    .namespace(&spec.namespace)
+                    .label_selector(BENCH_LABEL),
+            );
             let shutdown = tokio_util::sync::CancellationToken::new();
             informers.start(shutdown.clone());
             informers.wait_until_synced().await;
@@ -142,9 +149,12 @@ async fn child(spec: ChildSpec) -> anyhow::Result<ChildResult> {
             use futures::StreamExt;
             use kube::runtime::{WatchStreamExt, reflector, watcher};
             let (reader, writer) = reflector::store::<ConfigMap>();
-            let stream = reflector(writer, watcher(api, watcher::Config::default()))
-                .applied_objects()
-                .boxed();
+            let stream = reflector(
+                writer,
+                watcher(api, watcher::Config::default().labels(BENCH_LABEL)),
+            )
+            .applied_objects()
+            .boxed();
             let task = tokio::spawn(async move {
                 let mut stream = stream;
                 while stream.next().await.is_some() {}

@@ -3,12 +3,13 @@
 
 use std::fmt;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::Retry;
-use crate::queue::Queue;
+use crate::queue::{Next, Queue};
 use crate::state::{Settle, SlotId};
 
 /// A key handed out by [`Queue::next`]. While it lives, no other worker gets the key.
@@ -19,11 +20,11 @@ use crate::state::{Settle, SlotId};
 #[must_use = "dropping the guard at once settles the key as done"]
 pub struct Guard<K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     pub(super) queue: Queue<K>,
-    /// The guard's copy of the key; `None` once settled.
-    pub(super) key: Option<K>,
+    /// The key, shared with its slot; `None` once settled.
+    pub(super) key: Option<Arc<K>>,
     /// Where the key's state lives in the queue; held (so not reused) until the guard settles.
     pub(super) slot: SlotId,
     pub(super) started: Option<Instant>,
@@ -31,7 +32,7 @@ where
 
 impl<K> fmt::Debug for Guard<K>
 where
-    K: Clone + Eq + Hash + Send + fmt::Debug + 'static,
+    K: Clone + Eq + Hash + Send + Sync + fmt::Debug + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard").field("key", &self.key).finish()
@@ -40,12 +41,12 @@ where
 
 impl<K> Guard<K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     /// The key this guard holds.
     pub fn key(&self) -> &K {
         self.key
-            .as_ref()
+            .as_deref()
             .expect("the key is taken only when the guard settles")
     }
 
@@ -57,15 +58,23 @@ where
     /// Settles the key as a success and takes the next one, with one lock acquisition instead
     /// of two (a worker loop's hot path). Waits like [`Queue::next`] when nothing is ready.
     pub async fn done_and_next(mut self) -> Option<Guard<K>> {
-        let queue = self.queue.clone();
-        if self.key.take().is_none() {
-            return queue.next().await;
-        }
-        let (slot, started) = (self.slot, self.started);
-        drop(self);
-        match queue.settle_done_and_pop(slot, started) {
-            Some(next) => next,
-            None => queue.next().await,
+        // Held until the lock is released, so the key is freed (if its slot is) outside it.
+        // With the key taken, dropping `self` settles nothing.
+        let Some(key) = self.key.take() else {
+            return self.queue.next().await;
+        };
+        let next = self.queue.settle_done_and_pop(self.slot, self.started);
+        drop(key);
+        match next {
+            // This guard takes the next key: no handle of the queue is cloned or dropped.
+            Next::Popped(popped, started) => {
+                self.key = Some(popped.key);
+                self.slot = popped.slot;
+                self.started = started;
+                Some(self)
+            }
+            Next::Empty => self.queue.next().await,
+            Next::ShutDown => None,
         }
     }
 
@@ -81,8 +90,9 @@ where
     }
 
     pub(super) fn settle(&mut self, how: Settle) -> Retry {
+        // The key is dropped after the lock is released, as in `done_and_next`.
         match self.key.take() {
-            Some(_) => self.queue.settle(self.slot, how, self.started),
+            Some(_key) => self.queue.settle(self.slot, how, self.started),
             None => Retry::ShutDown,
         }
     }
@@ -90,7 +100,7 @@ where
 
 impl<K> Drop for Guard<K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     fn drop(&mut self) {
         self.settle(Settle::Done);

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::hash::Hash;
 use std::pin::pin;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -44,7 +45,7 @@ impl<K> fmt::Debug for Queue<K> {
 
 impl<K> Queue<K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     /// An empty queue.
     ///
@@ -53,12 +54,19 @@ where
     /// Outside a Tokio runtime (it spawns the task that releases delayed keys).
     pub fn new(config: QueueConfig) -> Self {
         let stop = CancellationToken::new();
+        let hasher = foldhash::fast::RandomState::default();
+        let parked = Arc::new(AtomicUsize::new(0));
         let inner = Arc::new(Inner {
             state: Mutex::new(State::new(
                 config.backoff,
                 config.bucket,
                 config.max_retries,
+                hasher.clone(),
+                parked.clone(),
             )),
+            inbox: Mutex::new(Vec::new()),
+            hasher,
+            parked,
             idle: Notify::new(),
             metrics: config.metrics,
             _timer: stop.clone().drop_guard(),
@@ -69,35 +77,56 @@ where
 
     /// Adds `key` now. Does nothing if the key is already queued, is quarantined, or the queue
     /// is shut down; if a worker holds the key, it is handed out again once the guard settles.
+    ///
+    /// The key goes into an inbox that the next worker to take a key moves into the queue, so
+    /// adding does not wait for the queue's lock while workers hold it; the adding thread moves
+    /// the inbox itself when a worker is parked or the inbox is full.
     pub fn add(&self, key: K) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
+        if self.inner.push(key, now) {
+            self.with_state(|_, _| ());
+        }
+    }
+
+    /// Runs `f` on the state under its lock, after moving the inbox into it; wakes the workers
+    /// `f` and the move readied and counts the adds once the lock is released.
+    fn with_state<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
-        let added = self.inner.lock().add(key, now, &mut wake);
+        let (result, counted) = {
+            let mut state = self.inner.lock();
+            let counted = self.inner.drain(&mut state, &mut wake);
+            (f(&mut state, &mut wake), counted)
+        };
         wake.run();
-        if added.counted {
+        self.count_adds(counted);
+        result
+    }
+
+    fn count_adds(&self, counted: usize) {
+        for _ in 0..counted {
             count_add(self.inner.metrics.as_deref());
         }
     }
 
     /// Adds every key of `keys` under one lock acquisition (a resync enqueueing a whole cache).
-    /// Each key behaves as with [`add`](Self::add). The lock is held while `keys` is iterated,
-    /// so pass keys that are already at hand, not an iterator that waits or computes much.
+    /// Each key behaves as with [`add`](Self::add). The keys are hashed before the lock is
+    /// taken, so the workers wait only for the queue's bookkeeping.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let mut wake = Wake::default();
-        let mut counted = 0;
-        {
-            let mut state = self.inner.lock();
-            for key in keys {
-                if state.add(key, now, &mut wake).counted {
+        let incoming: Vec<_> = keys
+            .into_iter()
+            .map(|key| self.inner.incoming(key, now))
+            .collect();
+        let counted = self.with_state(|state, wake| {
+            let mut counted = 0;
+            for i in incoming {
+                if state.add_hashed(i.key, i.hash, i.at, wake).counted {
                     counted += 1;
                 }
             }
-        }
-        wake.run();
-        for _ in 0..counted {
-            count_add(self.inner.metrics.as_deref());
-        }
+            counted
+        });
+        self.count_adds(counted);
     }
 
     /// Adds `key` after `delay`. If the key already waits for a delay, the earlier deadline
@@ -107,31 +136,27 @@ where
             return self.add(key);
         }
         let when = Instant::now() + delay.min(MAX_DELAY);
-        self.inner.lock().add_at(key, when);
+        self.with_state(|state, _| state.add_at(key, when));
     }
 
     /// Lifts the quarantine of `key`, resets its failures and adds it. Returns whether it was
     /// quarantined; if not, nothing changes (the key is not added).
     pub fn release(&self, key: &K) -> bool {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let mut wake = Wake::default();
-        let added = {
-            let mut state = self.inner.lock();
-            let Some(id) = state.find(key) else {
-                return false;
-            };
+        let added = self.with_state(|state, wake| {
+            let id = state.find(key)?;
             let slot = &mut state.slots[id as usize];
             if !slot.quarantined {
-                return false;
+                return None;
             }
             slot.quarantined = false;
             slot.failures = 0;
-            state.enqueue(id, now, &mut wake)
+            Some(state.enqueue(id, now, wake))
+        });
+        let Some(added) = added else {
+            return false;
         };
-        wake.run();
-        if added.counted {
-            count_add(self.inner.metrics.as_deref());
-        }
+        self.count_adds(usize::from(added.counted));
         true
     }
 
@@ -148,23 +173,26 @@ where
     /// `Some(guard)` or `Some(None)` when shut down; `None` when nothing is ready.
     #[cfg(test)]
     pub(super) fn try_next(&self) -> Option<Option<Guard<K>>> {
-        let mut state = self.inner.lock();
-        if state.shut_down {
-            return Some(None);
-        }
-        let popped = state.pop()?;
-        drop(state);
-        Some(Some(self.guard(popped, None)))
+        let popped = self.with_state(|state, _| {
+            if state.shut_down {
+                return Some(None);
+            }
+            state.pop().map(Some)
+        })?;
+        Some(popped.map(|p| self.guard(p, None)))
+    }
+
+    /// The state under its lock, with the inbox moved in, for tests that look inside.
+    #[cfg(test)]
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.with_state(|_, _| ());
+        self.inner.lock()
     }
 
     /// The guard of a key just handed out; reports the hand-out (outside the lock). `now` is
     /// the time when the caller read the clock already (with metrics only).
     fn guard(&self, popped: Popped<K>, now: Option<Instant>) -> Guard<K> {
-        let started = self.inner.metrics.as_deref().map(|m| {
-            let now = now.unwrap_or_else(Instant::now);
-            m.handed_out(popped.queued_at.map(|at| now.saturating_duration_since(at)));
-            now
-        });
+        let started = self.handed_out(popped.queued_at, now);
         Guard {
             queue: self.clone(),
             key: Some(popped.key),
@@ -173,11 +201,24 @@ where
         }
     }
 
+    /// Reports a hand-out of a key queued at `queued_at`; returns when its work starts (with
+    /// metrics only). `now` is the time when the caller read the clock already.
+    pub(super) fn handed_out(
+        &self,
+        queued_at: Option<Instant>,
+        now: Option<Instant>,
+    ) -> Option<Instant> {
+        self.inner.metrics.as_deref().map(|m| {
+            let now = now.unwrap_or_else(Instant::now);
+            m.handed_out(queued_at.map(|at| now.saturating_duration_since(at)));
+            now
+        })
+    }
+
     /// Stops the queue: adds are ignored, delayed keys are dropped, and `next()` returns
     /// `None` (waking every parked worker). Guards already handed out still settle.
     pub fn shutdown(&self) {
-        let waiters = {
-            let mut state = self.inner.lock();
+        let waiters = self.with_state(|state, _| {
             state.shut_down = true;
             state.delayed.clear();
             // The dropped delays leave their slots; free those with nothing else to remember.
@@ -188,7 +229,8 @@ where
                 }
             }
             state.waiters.take_all()
-        };
+        });
+        // Keys added from now on are dropped when the inbox is next moved.
         for w in waiters {
             w.wake();
         }
@@ -214,7 +256,7 @@ where
 
     /// How many keys wait to be handed out (not counting delayed or held keys).
     pub fn len(&self) -> usize {
-        self.inner.lock().ready.len()
+        self.with_state(|state, _| state.ready.len())
     }
 
     /// Whether no key waits to be handed out.
@@ -229,42 +271,37 @@ where
 
     /// How many consecutive times `key` was retried since its last success.
     pub fn failures(&self, key: &K) -> u32 {
-        let state = self.inner.lock();
-        state
-            .find(key)
-            .map_or(0, |id| state.slots[id as usize].failures)
+        self.with_state(|state, _| {
+            state
+                .find(key)
+                .map_or(0, |id| state.slots[id as usize].failures)
+        })
     }
 
     /// Whether `key` is quarantined.
     pub fn is_quarantined(&self, key: &K) -> bool {
-        let state = self.inner.lock();
-        state
-            .find(key)
-            .is_some_and(|id| state.slots[id as usize].quarantined)
+        self.with_state(|state, _| {
+            state
+                .find(key)
+                .is_some_and(|id| state.slots[id as usize].quarantined)
+        })
     }
 
-    /// Settles slot `slot` as done and pops the next key under the same lock. Returns
-    /// `Some(Some(guard))`, `Some(None)` when shut down, or `None` when nothing is ready.
-    pub(super) fn settle_done_and_pop(
-        &self,
-        slot: SlotId,
-        started: Option<Instant>,
-    ) -> Option<Option<Guard<K>>> {
-        let mut wake = Wake::default();
-        let (popped, shut_down, idle) = {
-            let mut state = self.inner.lock();
+    /// Settles slot `slot` as done and pops the next key under the same lock, reporting the
+    /// hand-out: the caller's guard takes the key, so a worker loop makes no new guard.
+    pub(super) fn settle_done_and_pop(&self, slot: SlotId, started: Option<Instant>) -> Next<K> {
+        let (popped, shut_down, idle) = self.with_state(|state, wake| {
             // If the key goes back into an empty `ready`, this worker takes it at once, so
             // the push wakes nobody; behind other keys, it wakes a parked worker as any push.
             let requeued_behind = !state.ready.is_empty();
-            state.settle_done(slot, requeued_behind.then_some(&mut wake));
+            state.settle_done(slot, requeued_behind.then_some(wake));
             let popped = state.pop();
             (
                 popped,
                 state.shut_down,
                 state.shut_down && state.processing == 0,
             )
-        };
-        wake.run();
+        });
         if idle {
             self.inner.idle.notify_waiters();
         }
@@ -277,20 +314,23 @@ where
             now
         });
         if shut_down {
-            return Some(None);
+            return Next::ShutDown;
         }
-        Some(Some(self.guard(popped?, now)))
+        match popped {
+            Some(popped) => {
+                let started = self.handed_out(popped.queued_at, now);
+                Next::Popped(popped, started)
+            }
+            None => Next::Empty,
+        }
     }
 
     pub(super) fn settle(&self, slot: SlotId, how: Settle, started: Option<Instant>) -> Retry {
         let metrics = self.inner.metrics.as_deref();
-        let mut wake = Wake::default();
-        let (outcome, idle) = {
-            let mut state = self.inner.lock();
-            let outcome = state.settle(slot, how, metrics, &mut wake);
+        let (outcome, idle) = self.with_state(|state, wake| {
+            let outcome = state.settle(slot, how, metrics, wake);
             (outcome, state.shut_down && state.processing == 0)
-        };
-        wake.run();
+        });
         if idle {
             self.inner.idle.notify_waiters();
         }
@@ -301,49 +341,69 @@ where
     }
 }
 
+/// What [`Queue::settle_done_and_pop`] found after settling.
+pub(super) enum Next<K> {
+    /// The next key, and when its work started (with metrics).
+    Popped(Popped<K>, Option<Instant>),
+    /// Nothing is ready: wait as [`Queue::next`] does.
+    Empty,
+    /// The queue is shut down.
+    ShutDown,
+}
+
 /// One call of [`Queue::next`]: parked under a ticket while nothing is ready. If it is dropped
 /// after being woken but before taking a key, it passes the wake-up on, so a ready key never
 /// waits while another worker sleeps.
-struct Wait<'a, K> {
+struct Wait<'a, K>
+where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+{
     queue: &'a Queue<K>,
     ticket: Option<u64>,
 }
 
 impl<K> Wait<'_, K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Guard<K>>> {
-        let popped = {
-            let mut state = self.queue.inner.lock();
-            let popped = if state.shut_down { None } else { state.pop() };
-            if popped.is_none() && !state.shut_down {
-                state.waiters.park(&mut self.ticket, cx.waker());
-                return Poll::Pending;
+        let inner = &self.queue.inner;
+        let ticket = &mut self.ticket;
+        let (popped, counted) = self.queue.with_state(|state, wake| {
+            let mut counted = 0;
+            loop {
+                let popped = if state.shut_down { None } else { state.pop() };
+                if popped.is_some() || state.shut_down {
+                    if let Some(t) = ticket.take() {
+                        state.waiters.unpark(t);
+                    }
+                    return (Poll::Ready(popped), counted);
+                }
+                state.waiters.park(ticket, cx.waker());
+                // An add that pushed before the park was published may not have seen it.
+                if inner.inbox_is_empty() {
+                    return (Poll::Pending, counted);
+                }
+                counted += inner.drain(state, wake);
             }
-            if let Some(t) = self.ticket.take() {
-                state.waiters.unpark(t);
-            }
-            popped
-        };
-        Poll::Ready(popped.map(|p| self.queue.guard(p, None)))
+        });
+        self.queue.count_adds(counted);
+        popped.map(|p| p.map(|p| self.queue.guard(p, None)))
     }
 }
 
-impl<K> Drop for Wait<'_, K> {
+impl<K> Drop for Wait<'_, K>
+where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+{
     fn drop(&mut self) {
         let Some(ticket) = self.ticket else {
             return;
         };
-        let waker = {
-            let mut state = self.queue.inner.lock();
-            if state.waiters.unpark(ticket) || state.ready.is_empty() {
-                return;
+        self.queue.with_state(|state, wake| {
+            if !state.waiters.unpark(ticket) && !state.ready.is_empty() {
+                wake.push(state.waiters.pop());
             }
-            state.waiters.pop()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
+        });
     }
 }

@@ -11,20 +11,26 @@
 //! it is added: the index from keys to slots (`index`, a hash table of slot numbers that
 //! remembers each slot's hash) is searched only by `add` and by the queries that take a key.
 //! Handing out and settling go straight to the slot, and the FIFO holds 4-byte numbers, not
-//! keys, so the queue moves the caller's key into its slot instead of cloning it into the
-//! FIFO; the one clone left is the guard's copy.
+//! keys. The key itself is an `Arc<K>` that the slot and the guard share, so handing it out
+//! copies a pointer.
+//!
+//! Adds do not take the state's lock: they push the hashed, shared key into the *inbox*
+//! (`Inner::inbox`, its own small lock), which whoever takes the state's lock next moves in,
+//! in order ([`Inner::drain`]). The adding thread moves it in itself only when a worker is
+//! parked or the inbox is full. `docs/design/queue.md` gives the invariants and why.
 //!
 //! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
 //! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
 //! from the slots' stored hashes (once they are also half of all slots, so the rebuild's walk
-//! over the slots costs a few sequential reads per free). Settling a key thus writes only its slot: removing it from
-//! the index at once cost a cache miss per key on a deep queue (the index position is
-//! random), the largest single cost of a worker.
+//! over the slots costs a few sequential reads per free). Settling a key thus writes only its
+//! slot: removing it from the index at once cost a cache miss per key on a deep queue (the
+//! index position is random), the largest single cost of a worker.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -44,8 +50,20 @@ pub(super) type SlotId = u32;
 /// rebuild its index every few settles.
 pub(super) const STALE_MIN: usize = 1024;
 
+/// Keys added since the last drain, beyond which the adding thread drains them itself: it
+/// bounds the inbox (and so the memory a burst of adds can hold) while workers are busy, and
+/// amortises one acquisition of the state's lock over this many adds.
+pub(super) const INBOX_MAX: usize = 256;
+
 pub(super) struct Inner<K> {
     pub(super) state: Mutex<State<K>>,
+    /// Keys added and not yet moved into `state` (see [`Inner::drain`]), each hashed by the
+    /// thread that added it.
+    pub(super) inbox: Mutex<Vec<Incoming<K>>>,
+    /// The hasher of `state`'s index, so adds hash their key outside both locks.
+    pub(super) hasher: foldhash::fast::RandomState,
+    /// How many workers are parked in `state.waiters`, readable without the state's lock.
+    pub(super) parked: Arc<AtomicUsize>,
     /// Wakes `shutdown_with_drain` when the last guard settles.
     pub(super) idle: Notify,
     pub(super) metrics: Option<Hook>,
@@ -89,6 +107,8 @@ pub(super) struct State<K> {
     pub(super) hasher: foldhash::fast::RandomState,
     pub(super) delayed: DelayQueue<SlotId>,
     pub(super) waiters: Waiters,
+    /// The inbox's previous buffer, swapped with it at each drain so neither reallocates.
+    pub(super) spare: Vec<Incoming<K>>,
     pub(super) processing: usize,
     pub(super) shut_down: bool,
     pub(super) backoff: ExponentialBackoff,
@@ -99,7 +119,7 @@ pub(super) struct State<K> {
 /// One key's state. A free slot has no key.
 #[derive(Debug)]
 pub(super) struct Slot<K> {
-    pub(super) key: Option<K>,
+    pub(super) key: Option<Arc<K>>,
     /// The key's hash, so the index can grow and drop the slot without hashing the key again.
     pub(super) hash: u64,
     /// Added and not yet handed out (client-go's "dirty").
@@ -117,7 +137,7 @@ pub(super) struct Slot<K> {
 }
 
 impl<K> Slot<K> {
-    fn new(key: K, hash: u64) -> Self {
+    fn new(key: Arc<K>, hash: u64) -> Self {
         Slot {
             key: Some(key),
             hash,
@@ -148,9 +168,24 @@ impl<K> Slot<K> {
 pub(super) struct Waiters {
     list: Vec<(u64, Waker)>,
     next_ticket: u64,
+    /// The list's length, published for adds that do not take the state's lock
+    /// ([`Inner::parked`]).
+    parked: Arc<AtomicUsize>,
 }
 
 impl Waiters {
+    fn new(parked: Arc<AtomicUsize>) -> Self {
+        Waiters {
+            list: Vec::new(),
+            next_ticket: 0,
+            parked,
+        }
+    }
+
+    fn publish(&self) {
+        self.parked.store(self.list.len(), Ordering::SeqCst);
+    }
+
     /// Parks the caller under `ticket`, or refreshes its waker if it is still parked.
     pub(super) fn park(&mut self, ticket: &mut Option<u64>, waker: &Waker) {
         if let Some(t) = *ticket
@@ -164,6 +199,7 @@ impl Waiters {
         let t = self.next_ticket;
         self.next_ticket += 1;
         self.list.push((t, waker.clone()));
+        self.publish();
         *ticket = Some(t);
     }
 
@@ -172,6 +208,7 @@ impl Waiters {
         match self.list.iter().position(|(id, _)| *id == ticket) {
             Some(i) => {
                 self.list.swap_remove(i);
+                self.publish();
                 true
             }
             None => false,
@@ -180,7 +217,11 @@ impl Waiters {
 
     /// Takes one parked worker off the list, to be woken once the lock is released.
     pub(super) fn pop(&mut self) -> Option<Waker> {
-        self.list.pop().map(|(_, w)| w)
+        let waker = self.list.pop().map(|(_, w)| w);
+        if waker.is_some() {
+            self.publish();
+        }
+        waker
     }
 
     /// How many workers are parked.
@@ -191,7 +232,9 @@ impl Waiters {
 
     /// Takes every parked worker off the list.
     pub(super) fn take_all(&mut self) -> Vec<Waker> {
-        self.list.drain(..).map(|(_, w)| w).collect()
+        let all = self.list.drain(..).map(|(_, w)| w).collect();
+        self.publish();
+        all
     }
 }
 
@@ -223,9 +266,17 @@ pub(super) struct Added {
     pub(super) ready: bool,
 }
 
+/// A key in the inbox: added, hashed, not yet in the state.
+pub(super) struct Incoming<K> {
+    pub(super) key: Arc<K>,
+    pub(super) hash: u64,
+    /// When it was added (kept only with metrics).
+    pub(super) at: Option<Instant>,
+}
+
 /// A handed-out key: its copy for the guard, its slot, and when it was queued (with metrics).
 pub(super) struct Popped<K> {
-    pub(super) key: K,
+    pub(super) key: Arc<K>,
     pub(super) slot: SlotId,
     pub(super) queued_at: Option<Instant>,
 }
@@ -242,6 +293,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         backoff: ExponentialBackoff,
         bucket: TokenBucket,
         max_retries: Option<u32>,
+        hasher: foldhash::fast::RandomState,
+        parked: Arc<AtomicUsize>,
     ) -> Self {
         State {
             ready: VecDeque::new(),
@@ -249,9 +302,10 @@ impl<K: Clone + Eq + Hash> State<K> {
             free: Vec::new(),
             index: HashTable::new(),
             stale: 0,
-            hasher: foldhash::fast::RandomState::default(),
+            hasher,
             delayed: DelayQueue::new(),
-            waiters: Waiters::default(),
+            waiters: Waiters::new(parked),
+            spare: Vec::new(),
             processing: 0,
             shut_down: false,
             backoff,
@@ -265,17 +319,16 @@ impl<K: Clone + Eq + Hash> State<K> {
         let hash = self.hasher.hash_one(key);
         let slots = &self.slots;
         self.index
-            .find(hash, |&id| slots[id as usize].key.as_ref() == Some(key))
+            .find(hash, |&id| slots[id as usize].key.as_deref() == Some(key))
             .copied()
     }
 
-    /// The slot of `key`, made if it has none.
-    fn slot_of(&mut self, key: K) -> SlotId {
-        let hash = self.hasher.hash_one(&key);
+    /// The slot of `key`, whose hash is `hash`, made if it has none.
+    fn slot_of(&mut self, key: Arc<K>, hash: u64) -> SlotId {
         let slots = &self.slots;
         match self.index.entry(
             hash,
-            |&id| slots[id as usize].key.as_ref() == Some(&key),
+            |&id| slots[id as usize].key.as_deref() == Some(&*key),
             |&id| slots[id as usize].hash,
         ) {
             hash_table::Entry::Occupied(o) => *o.get(),
@@ -299,15 +352,23 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
-    pub(super) fn add(&mut self, key: K, now: Option<Instant>, wake: &mut Wake) -> Added {
+    /// Queues `key`, already hashed with [`State::hasher`], unless it is already queued,
+    /// quarantined or the queue is shut down.
+    pub(super) fn add_hashed(
+        &mut self,
+        key: Arc<K>,
+        hash: u64,
+        now: Option<Instant>,
+        wake: &mut Wake,
+    ) -> Added {
         if self.shut_down {
             return Added::default();
         }
-        let id = self.slot_of(key);
+        let id = self.slot_of(key, hash);
         self.enqueue(id, now, wake)
     }
 
-    /// Queues the key of slot `id` (see [`add`](Self::add)); frees the slot if it stays idle.
+    /// Queues the key of slot `id` (see [`add_hashed`](Self::add_hashed)); frees the slot if it stays idle.
     pub(super) fn enqueue(&mut self, id: SlotId, now: Option<Instant>, wake: &mut Wake) -> Added {
         let slot = &mut self.slots[id as usize];
         if self.shut_down || slot.queued || slot.quarantined {
@@ -336,7 +397,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         if self.shut_down {
             return;
         }
-        let id = self.slot_of(key);
+        let hash = self.hasher.hash_one(&key);
+        let id = self.slot_of(Arc::new(key), hash);
         self.enqueue_at(id, when);
     }
 
@@ -529,8 +591,70 @@ impl<K> Inner<K> {
 
 impl<K> Inner<K>
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    /// Puts `key` in the inbox. Returns whether the caller should drain it now: the inbox is
+    /// full, or a worker is parked and would otherwise not see the key.
+    ///
+    /// A worker parks under the state's lock and then looks at the inbox once more
+    /// ([`inbox_is_empty`](Self::inbox_is_empty)); an add pushes under the inbox's lock and
+    /// then reads [`parked`](Self::parked). The inbox's lock orders the two, so either the
+    /// worker finds the key or the add finds the worker.
+    pub(super) fn push(&self, key: K, at: Option<Instant>) -> bool {
+        let incoming = self.incoming(key, at);
+        let full = {
+            let mut inbox = self.lock_inbox();
+            inbox.push(incoming);
+            inbox.len() >= INBOX_MAX
+        };
+        full || self.parked.load(Ordering::SeqCst) > 0
+    }
+
+    /// `key` ready for the state: hashed, and shared so handing it out copies a pointer.
+    pub(super) fn incoming(&self, key: K, at: Option<Instant>) -> Incoming<K> {
+        Incoming {
+            hash: self.hasher.hash_one(&key),
+            key: Arc::new(key),
+            at,
+        }
+    }
+
+    /// Moves the inbox's keys into `state`, in the order they were added, as
+    /// [`State::add`] would have. Returns how many were queued (for the adds metric).
+    pub(super) fn drain(&self, state: &mut State<K>, wake: &mut Wake) -> usize {
+        {
+            let mut inbox = self.lock_inbox();
+            if inbox.is_empty() {
+                return 0;
+            }
+            std::mem::swap(&mut *inbox, &mut state.spare);
+        }
+        let mut batch = std::mem::take(&mut state.spare);
+        let mut counted = 0;
+        for incoming in batch.drain(..) {
+            if state
+                .add_hashed(incoming.key, incoming.hash, incoming.at, wake)
+                .counted
+            {
+                counted += 1;
+            }
+        }
+        state.spare = batch;
+        counted
+    }
+
+    /// Whether no add waits in the inbox.
+    pub(super) fn inbox_is_empty(&self) -> bool {
+        self.lock_inbox().is_empty()
+    }
+
+    fn lock_inbox(&self) -> MutexGuard<'_, Vec<Incoming<K>>> {
+        // Pushing and swapping cannot leave the buffer half-written.
+        self.inbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Moves expired delays into `ready`. Registers `cx` to be woken by the next deadline or
     /// by an earlier insertion.
     pub(super) fn poll_delayed(&self, cx: &mut Context<'_>) -> Poll<()> {
@@ -563,7 +687,7 @@ where
 /// The timer task: moves delayed keys into the queue until the queue shuts down or goes away.
 pub(super) async fn run_timer<K>(inner: Weak<Inner<K>>, stop: CancellationToken)
 where
-    K: Clone + Eq + Hash + Send + 'static,
+    K: Clone + Eq + Hash + Send + Sync + 'static,
 {
     let expire = poll_fn(|cx| match inner.upgrade() {
         Some(inner) => inner.poll_delayed(cx),

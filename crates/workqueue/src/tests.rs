@@ -91,7 +91,7 @@ async fn done_and_next_settles_and_hands_out_in_order() {
     q.shutdown();
     assert!(a_again.done_and_next().await.is_none());
     assert_eq!(q.processing(), 0);
-    assert_eq!(q.inner.lock().live_keys(), 0);
+    assert_eq!(q.state().live_keys(), 0);
 }
 
 #[tokio::test]
@@ -119,7 +119,7 @@ async fn a_key_added_while_processing_runs_exactly_once_more() {
     assert_eq!(drain_now(&q), vec!["a"]);
     assert!(q.is_empty());
     assert_eq!(
-        q.inner.lock().live_keys(),
+        q.state().live_keys(),
         0,
         "settled keys leave no entry behind"
     );
@@ -204,7 +204,7 @@ async fn a_producer_thread_and_two_workers_settle_every_key() {
         "settled {} of {n}; {:?}; parked {}",
         settled.load(Ordering::SeqCst),
         q,
-        q.inner.lock().waiters.len()
+        q.state().waiters.len()
     );
     q.shutdown();
     for w in workers {
@@ -381,7 +381,7 @@ async fn a_cancelled_next_takes_no_key() {
     let q = queue();
     let waited = tokio::time::timeout(Duration::from_millis(10), q.next()).await;
     assert!(waited.is_err());
-    assert_eq!(q.inner.lock().waiters.len(), 0);
+    assert_eq!(q.state().waiters.len(), 0);
     q.add("a");
     assert_eq!(drain_now(&q), vec!["a"]);
 }
@@ -463,7 +463,7 @@ async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
         loop {
             let caught_up = (0..KEYS)
                 .all(|i| seen[i].load(Ordering::SeqCst) == added[i].load(Ordering::SeqCst));
-            if caught_up && q.is_empty() && q.processing() == 0 && q.inner.lock().live_keys() == 0 {
+            if caught_up && q.is_empty() && q.processing() == 0 && q.state().live_keys() == 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -478,7 +478,7 @@ async fn sixteen_workers_lose_no_add_and_never_share_a_key() {
         "keys whose last add never ran: {lagging:?}; {q:?}"
     );
     {
-        let state = q.inner.lock();
+        let state = q.state();
         assert_eq!(state.free.len(), state.slots.len(), "every slot is free");
         assert!(state.slots.iter().all(|s| s.key.is_none()));
     }
@@ -498,7 +498,7 @@ async fn stale_index_entries_stay_bounded_and_live_keys_stay_found() {
     for key in 1..10_000 {
         q.add(key);
         q.next().await.expect("the key just added").done();
-        let state = q.inner.lock();
+        let state = q.state();
         assert!(
             state.index.len() <= 2 * state.live_keys() + STALE_MIN + 1,
             "{} index entries for {} live keys",
@@ -546,7 +546,7 @@ async fn a_woken_wait_that_is_dropped_passes_the_wake_up_on() {
             .poll(&mut Context::from_waker(&second_waker))
             .is_pending()
     );
-    assert_eq!(q.inner.lock().waiters.len(), 2);
+    assert_eq!(q.state().waiters.len(), 2);
     // One key wakes one parked worker: the last to park.
     q.add("a");
     assert!(second.0.load(Ordering::SeqCst) && !first.0.load(Ordering::SeqCst));
@@ -557,7 +557,7 @@ async fn a_woken_wait_that_is_dropped_passes_the_wake_up_on() {
         Poll::Ready(Some(guard)) => assert_eq!(*guard.key(), "a"),
         other => panic!("expected the key, got {}", other.is_pending()),
     }
-    assert_eq!(q.inner.lock().waiters.len(), 0);
+    assert_eq!(q.state().waiters.len(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -567,15 +567,75 @@ async fn shutdown_frees_the_slots_that_only_waited_for_a_deadline() {
     q.add("held");
     let held = q.next().await.expect("held");
     q.add_after("held", Duration::from_secs(1));
-    assert_eq!(q.inner.lock().live_keys(), 2);
+    assert_eq!(q.state().live_keys(), 2);
     q.shutdown();
-    assert_eq!(
-        q.inner.lock().live_keys(),
-        1,
-        "only the held key keeps its slot"
-    );
+    assert_eq!(q.state().live_keys(), 1, "only the held key keeps its slot");
     drop(held);
-    assert_eq!(q.inner.lock().live_keys(), 0);
+    assert_eq!(q.state().live_keys(), 0);
     tokio::time::advance(Duration::from_secs(2)).await;
     assert!(q.next().await.is_none());
+}
+
+#[tokio::test]
+async fn the_inbox_stays_bounded_while_no_worker_takes_keys() {
+    let q: Queue<u32> = Queue::new(QueueConfig::default());
+    for round in 0..10_000 {
+        q.add(round % 3);
+        assert!(
+            q.inner.inbox.lock().expect("inbox").len() < crate::state::INBOX_MAX,
+            "an add drains a full inbox itself"
+        );
+    }
+    // The 10,000 adds collapsed into three keys, as if each had gone straight in.
+    assert_eq!(q.len(), 3);
+    assert_eq!(q.state().live_keys(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_racing_a_worker_that_parks_always_wakes_it() {
+    // Each round a worker finds the queue empty and parks while another thread adds one key:
+    // either the worker sees the key in the inbox after parking, or the add sees the parked
+    // worker and wakes it. A lost wake-up would hang a round.
+    let q: Queue<u32> = Queue::new(QueueConfig::default());
+    for round in 0..2_000 {
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move { q.next().await.map(|g| *g.key()) })
+        };
+        let adder = {
+            let q = q.clone();
+            std::thread::spawn(move || q.add(round))
+        };
+        let got = tokio::time::timeout(Duration::from_secs(5), worker).await;
+        adder.join().expect("the adder did not panic");
+        let got = got.expect("the parked worker was woken").expect("no panic");
+        assert_eq!(got, Some(round));
+    }
+    assert_eq!(q.state().live_keys(), 0);
+}
+
+#[tokio::test]
+async fn adds_count_once_each_when_the_inbox_moves() {
+    #[derive(Debug, Default)]
+    struct Count(AtomicUsize);
+    impl Metrics for Arc<Count> {
+        fn added(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn handed_out(&self, _: Option<Duration>) {}
+        fn settled(&self, _: Duration) {}
+        fn retried(&self) {}
+        fn dropped(&self, _: usize) {}
+    }
+    let count = Arc::new(Count::default());
+    let q: Queue<u32> = Queue::new(QueueConfig::default().metrics(count.clone()));
+    for k in 0..1_000 {
+        q.add(k % 10);
+    }
+    assert_eq!(q.len(), 10);
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        10,
+        "duplicates are not counted"
+    );
 }
