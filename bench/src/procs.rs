@@ -142,14 +142,19 @@ impl Drop for Process {
 
 /// `VmRSS` of a process, in bytes.
 pub(crate) fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    status_bytes(pid, "VmRSS")
+}
+
+/// A size field of /proc/PID/status (`VmRSS`, `RssAnon`, `RssFile`…), in bytes.
+pub(crate) fn status_bytes(pid: u32, field: &str) -> anyhow::Result<u64> {
     let path = format!("/proc/{pid}/status");
     let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
     let kib = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .with_context(|| format!("no VmRSS in {path}"))?;
+        .with_context(|| format!("no {field} in {path}"))?;
     Ok(kib * 1024)
 }
 

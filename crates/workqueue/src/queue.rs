@@ -78,11 +78,23 @@ where
     /// Adds `key` now. Does nothing if the key is already queued, is quarantined, or the queue
     /// is shut down; if a worker holds the key, it is handed out again once the guard settles.
     ///
-    /// The key goes into an inbox that the next worker to take a key moves into the queue, so
-    /// adding does not wait for the queue's lock while workers hold it; the adding thread moves
-    /// the inbox itself when a worker is parked or the inbox is full.
+    /// Without metrics the key goes into an inbox that the next worker to take a key moves
+    /// into the queue, so adding does not wait for the queue's lock while workers hold it; the
+    /// adding thread moves the inbox itself when a worker is parked or the inbox is full. With
+    /// metrics the add takes the lock, so the depth it reports is never behind.
     pub fn add(&self, key: K) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
+        if !self.inner.uses_inbox() {
+            // With metrics the add is counted as it happens: a key left in the inbox while
+            // every worker is busy would be missing from the depth gauge for as long.
+            let incoming = self.inner.incoming(key, now);
+            let counted = self.with_state(|state, wake| {
+                let added = state.add_hashed(incoming.key, incoming.hash, incoming.at, wake);
+                usize::from(added.counted)
+            });
+            self.count_adds(counted);
+            return;
+        }
         if self.inner.push(key, now) {
             self.with_state(|_, _| ());
         }
@@ -113,10 +125,16 @@ where
     /// taken, so the workers wait only for the queue's bookkeeping.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        let incoming: Vec<_> = keys
+        let mut incoming: Vec<_> = keys
             .into_iter()
             .map(|key| self.inner.incoming(key, now))
             .collect();
+        if self.inner.uses_inbox() {
+            if self.inner.push_all(&mut incoming) {
+                self.with_state(|_, _| ());
+            }
+            return;
+        }
         let counted = self.with_state(|state, wake| {
             let mut counted = 0;
             for i in incoming {

@@ -14,10 +14,11 @@
 //! keys. The key itself is an `Arc<K>` that the slot and the guard share, so handing it out
 //! copies a pointer.
 //!
-//! Adds do not take the state's lock: they push the hashed, shared key into the *inbox*
-//! (`Inner::inbox`, its own small lock), which whoever takes the state's lock next moves in,
-//! in order ([`Inner::drain`]). The adding thread moves it in itself only when a worker is
-//! parked or the inbox is full. `docs/design/queue.md` gives the invariants and why.
+//! On a queue without metrics adds do not take the state's lock: they push the hashed,
+//! shared key into the *inbox* (`Inner::inbox`, its own small lock), which whoever takes the
+//! state's lock next moves in, in order ([`Inner::drain`]). The adding thread moves it in
+//! itself only when a worker is parked or the inbox is full. `docs/design/queue.md` gives the
+//! invariants and why.
 //!
 //! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
 //! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
@@ -610,6 +611,23 @@ where
         full || self.parked.load(Ordering::SeqCst) > 0
     }
 
+    /// [`push`](Self::push) of a batch, emptying `batch`. The inbox counts as full only if it
+    /// was before the batch came: a batch as large as the inbox is left to the workers, as
+    /// single adds are, unless the one before it is still there.
+    pub(super) fn push_all(&self, batch: &mut Vec<Incoming<K>>) -> bool {
+        let full = {
+            let mut inbox = self.lock_inbox();
+            let full = inbox.len() >= INBOX_MAX;
+            if inbox.is_empty() {
+                std::mem::swap(&mut *inbox, batch);
+            } else {
+                inbox.append(batch);
+            }
+            full
+        };
+        full || self.parked.load(Ordering::SeqCst) > 0
+    }
+
     /// `key` ready for the state: hashed, and shared so handing it out copies a pointer.
     pub(super) fn incoming(&self, key: K, at: Option<Instant>) -> Incoming<K> {
         Incoming {
@@ -622,6 +640,9 @@ where
     /// Moves the inbox's keys into `state`, in the order they were added, as
     /// [`State::add`] would have. Returns how many were queued (for the adds metric).
     pub(super) fn drain(&self, state: &mut State<K>, wake: &mut Wake) -> usize {
+        if !self.uses_inbox() {
+            return 0;
+        }
         {
             let mut inbox = self.lock_inbox();
             if inbox.is_empty() {
@@ -645,7 +666,13 @@ where
 
     /// Whether no add waits in the inbox.
     pub(super) fn inbox_is_empty(&self) -> bool {
-        self.lock_inbox().is_empty()
+        !self.uses_inbox() || self.lock_inbox().is_empty()
+    }
+
+    /// Whether adds go through the inbox: only without metrics, whose depth must not lag
+    /// (see `Queue::add`).
+    pub(super) fn uses_inbox(&self) -> bool {
+        self.metrics.is_none()
     }
 
     fn lock_inbox(&self) -> MutexGuard<'_, Vec<Incoming<K>>> {
