@@ -120,9 +120,9 @@ where
         }
     }
 
-    /// Adds every key of `keys` under one lock acquisition (a resync enqueueing a whole cache).
-    /// Each key behaves as with [`add`](Self::add). The keys are hashed before the lock is
-    /// taken, so the workers wait only for the queue's bookkeeping.
+    /// Adds every key of `keys` at once (a resync enqueueing a whole cache): one acquisition of
+    /// the inbox's lock, or of the queue's with metrics. Each key behaves as with
+    /// [`add`](Self::add). The keys are hashed before any lock is taken.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
         let mut incoming: Vec<_> = keys
@@ -221,11 +221,7 @@ where
 
     /// Reports a hand-out of a key queued at `queued_at`; returns when its work starts (with
     /// metrics only). `now` is the time when the caller read the clock already.
-    pub(super) fn handed_out(
-        &self,
-        queued_at: Option<Instant>,
-        now: Option<Instant>,
-    ) -> Option<Instant> {
+    fn handed_out(&self, queued_at: Option<Instant>, now: Option<Instant>) -> Option<Instant> {
         self.inner.metrics.as_deref().map(|m| {
             let now = now.unwrap_or_else(Instant::now);
             m.handed_out(queued_at.map(|at| now.saturating_duration_since(at)));
