@@ -1,9 +1,10 @@
 //! The garbage collector: deletes objects whose owners are gone, and carries out the
 //! `Foreground` and `Orphan` propagation policies.
 //!
-//! One task owns the owner-reference graph (`Graph`): every object in storage, by uid, with
-//! its owner references, and for every uid that some object names as an owner, the set of those
-//! dependents. The task reads one storage watch of every key (`/`), so every resource —
+//! One task owns the owner-reference graph (`Graph`): every object in storage that owns or is
+//! owned by something, by uid, with its owner references, and for every uid that some object
+//! names as an owner, the set of those dependents (objects that take no part in ownership get
+//! no node: `graph`'s "Isolated objects"). The task reads one storage watch of every key (`/`), so every resource —
 //! built-in or custom, including resources served later — feeds it without registration. For
 //! each change it updates the graph, marks the objects whose fate may have changed, decides
 //! what each of them needs ([`Action`]) and puts that on a work queue. Workers take actions off
@@ -50,11 +51,11 @@ use tokio_util::task::TaskTracker;
 
 // The propagation policies the collector deletes with.
 use crate::registry::{Registry, Resource};
-use crate::storage::{ListOptions, Storage, StorageError, Watcher};
+use crate::storage::{ListOptions, Storage, StorageError, Stored, Watcher};
 
 pub use graph::Action;
 pub(crate) use graph::Graph;
-use graph::parse_node;
+use graph::{OwnerRef, parse_node};
 use queue::{Recheck, WorkQueue};
 use workers::work;
 
@@ -107,7 +108,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
                     let mut folded = 0;
                     loop {
                         match event {
-                            Ok(e) => graph.apply(&e),
+                            Ok(e) => graph.apply(&e, &owner_lookup(&registry)),
                             Err(StorageError::Expired { .. }) => {
                                 tracing::info!("garbage collector fell behind the history; rebuilding its graph");
                                 continue 'sync;
@@ -150,9 +151,10 @@ fn initial_graph(registry: &Registry) -> Result<(Graph, Watcher), StorageError> 
         .store()
         .list("/", &ListOptions::default(), &|_| true)?;
     let mut graph = Graph::default();
+    let lookup = owner_lookup(registry);
     for stored in page.items {
         if let Some((uid, node)) = parse_node(stored.rv, &stored.bytes) {
-            graph.upsert(uid, node);
+            graph.upsert(uid, node, &lookup);
         }
     }
     let watcher = registry.store().watch("/", page.rv)?;
@@ -168,6 +170,14 @@ fn namespaced_kind(registry: &Registry) -> impl Fn(&str, &str) -> Option<bool> {
             .iter()
             .find(|r| r.group == group && r.kind == kind)
             .map(|r| r.namespaced)
+    }
+}
+
+/// Reads the object an owner reference names from storage (the graph's `Lookup`).
+fn owner_lookup(registry: &Registry) -> impl Fn(&OwnerRef, Option<&str>) -> Option<Stored> {
+    move |r: &OwnerRef, namespace: Option<&str>| {
+        let res = resource_for(registry, &r.group, &r.kind)?;
+        registry.store().get(&res.key(namespace, &r.name)).ok()
     }
 }
 

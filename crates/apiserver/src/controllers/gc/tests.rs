@@ -7,11 +7,14 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 
-use super::graph::Work;
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+
+use super::graph::{OwnerRef, Work};
 use super::queue::{Job, Pending};
 use super::{Action, Graph, RETRY_MAX, RETRY_MIN, WorkQueue};
 use crate::api::propagation::Propagation as Policy;
-use crate::storage::{EventType, WatchEvent};
+use crate::storage::{EventType, Stored, WatchEvent};
 
 /// Kinds the tests know: ConfigMaps are namespaced, ClusterRoles are not.
 fn namespaced_kind(_group: &str, kind: &str) -> Option<bool> {
@@ -37,13 +40,62 @@ fn owner(uid: &str, block: bool) -> Value {
            "blockOwnerDeletion": block})
 }
 
-fn event(graph: &mut Graph, rv: u64, kind: EventType, obj: &Value) {
+/// A graph and the storage its events come from: every event is applied to `objects` (keyed
+/// by kind, namespace and name) before the graph sees it, so the graph's lookups read a
+/// storage that is in step with its watch.
+#[derive(Default)]
+struct World {
+    graph: Graph,
+    objects: HashMap<(String, Option<String>, String), Stored>,
+}
+
+impl Deref for World {
+    type Target = Graph;
+    fn deref(&self) -> &Graph {
+        &self.graph
+    }
+}
+
+impl DerefMut for World {
+    fn deref_mut(&mut self) -> &mut Graph {
+        &mut self.graph
+    }
+}
+
+fn event(world: &mut World, rv: u64, kind: EventType, obj: &Value) {
     let bytes = Bytes::from(serde_json::to_vec(obj).expect("json"));
-    graph.apply(&WatchEvent::new(rv, kind, Arc::from("/k"), bytes, None));
+    let id = (
+        obj["kind"].as_str().expect("a kind").to_owned(),
+        obj["metadata"]["namespace"].as_str().map(str::to_owned),
+        obj["metadata"]["name"].as_str().expect("a name").to_owned(),
+    );
+    match kind {
+        EventType::Deleted => world.objects.remove(&id),
+        _ => world.objects.insert(
+            id,
+            Stored {
+                rv,
+                bytes: bytes.clone(),
+            },
+        ),
+    };
+    let World { graph, objects } = world;
+    let lookup = |r: &OwnerRef, ns: Option<&str>| {
+        let ns = (namespaced_kind(&r.group, &r.kind) == Some(true))
+            .then_some(ns)
+            .flatten();
+        objects
+            .get(&(r.kind.clone(), ns.map(str::to_owned), r.name.clone()))
+            .cloned()
+    };
+    graph.apply(
+        &WatchEvent::new(rv, kind, Arc::from("/k"), bytes, None),
+        &lookup,
+    );
 }
 
 /// Decides every marked object; returns `(uid, action)` sorted by uid.
-fn decisions(graph: &mut Graph) -> Vec<(String, Action)> {
+fn decisions(graph: &mut World) -> Vec<(String, Action)> {
     let mut out: Vec<(String, Action)> = graph
         .drain_dirty(&namespaced_kind)
         .into_iter()
@@ -59,7 +111,7 @@ fn strip(uids: &[&str]) -> Action {
 
 #[test]
 fn a_dependent_of_an_owner_that_never_existed_is_deleted() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -73,8 +125,68 @@ fn a_dependent_of_an_owner_that_never_existed_is_deleted() {
 }
 
 #[test]
+fn an_object_in_no_ownership_has_no_node_and_an_owner_only_while_it_has_dependents() {
+    let mut g = World::default();
+    event(
+        &mut g,
+        1,
+        EventType::Added,
+        &cm("o", "ns", json!([]), json!([]), false),
+    );
+    assert!(g.nodes.is_empty(), "an isolated object is not kept");
+    event(
+        &mut g,
+        2,
+        EventType::Added,
+        &cm("d", "ns", json!([owner("o", false)]), json!([]), false),
+    );
+    let mut held: Vec<&str> = g.nodes.keys().map(|k| &**k).collect();
+    held.sort_unstable();
+    assert_eq!(
+        held,
+        ["d", "o"],
+        "the owner is read from storage when first named"
+    );
+    assert_eq!(g.nodes["o"].rv, 1);
+    assert_eq!(decisions(&mut g), vec![]);
+    // The dependent lets go of its owner: both are isolated again.
+    event(
+        &mut g,
+        3,
+        EventType::Modified,
+        &cm("d", "ns", json!([]), json!([]), false),
+    );
+    assert!(
+        g.nodes.is_empty(),
+        "{:?}",
+        g.nodes.keys().collect::<Vec<_>>()
+    );
+    assert!(g.dependents.is_empty());
+    assert_eq!(decisions(&mut g), vec![]);
+}
+
+#[test]
+fn an_owner_recreated_under_the_same_name_is_not_taken_for_the_one_referred_to() {
+    let mut g = World::default();
+    let mut recreated = cm("o", "ns", json!([]), json!([]), false);
+    recreated["metadata"]["uid"] = json!("o-2");
+    event(&mut g, 1, EventType::Added, &recreated);
+    event(
+        &mut g,
+        2,
+        EventType::Added,
+        &cm("d", "ns", json!([owner("o", false)]), json!([]), false),
+    );
+    assert!(!g.nodes.contains_key("o-2"));
+    assert_eq!(
+        decisions(&mut g),
+        vec![("d".into(), Action::Delete(Policy::Background))]
+    );
+}
+
+#[test]
 fn a_solid_owner_keeps_its_dependent_until_it_is_deleted() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -102,7 +214,7 @@ fn a_solid_owner_keeps_its_dependent_until_it_is_deleted() {
 
 #[test]
 fn only_dangling_references_are_stripped_when_a_solid_owner_remains() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -121,7 +233,7 @@ fn only_dangling_references_are_stripped_when_a_solid_owner_remains() {
 
 #[test]
 fn an_owner_in_another_namespace_counts_as_absent() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -142,7 +254,7 @@ fn an_owner_in_another_namespace_counts_as_absent() {
 
 #[test]
 fn a_cluster_scoped_object_naming_a_namespaced_owner_is_never_touched() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                       "metadata": {"name": "r", "uid": "r", "ownerReferences": [owner("ghost", false)]}});
     event(&mut g, 1, EventType::Added, &role);
@@ -151,7 +263,7 @@ fn a_cluster_scoped_object_naming_a_namespaced_owner_is_never_touched() {
 
 #[test]
 fn a_reference_whose_name_or_kind_does_not_match_the_uid_is_dangling() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -173,7 +285,7 @@ fn a_reference_whose_name_or_kind_does_not_match_the_uid_is_dangling() {
 
 #[test]
 fn a_foreground_owner_waits_for_blocking_dependents_only() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -239,7 +351,7 @@ fn a_foreground_owner_waits_for_blocking_dependents_only() {
 
 #[test]
 fn a_dependent_with_its_own_dependents_is_deleted_in_the_foreground_too() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -273,7 +385,7 @@ fn a_dependent_with_its_own_dependents_is_deleted_in_the_foreground_too() {
 
 #[test]
 fn an_orphaning_owner_has_its_references_stripped_then_its_finalizer_removed() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -308,7 +420,7 @@ fn an_orphaning_owner_has_its_references_stripped_then_its_finalizer_removed() {
 
 #[test]
 fn an_orphaning_owner_does_not_wait_for_a_dependent_held_by_its_own_finalizer() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     event(
         &mut g,
         1,
@@ -328,7 +440,7 @@ fn an_orphaning_owner_does_not_wait_for_a_dependent_held_by_its_own_finalizer() 
 
 #[test]
 fn the_same_action_is_not_handed_out_twice_for_an_unchanged_object() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     let d = cm("d", "ns", json!([owner("ghost", false)]), json!([]), false);
     event(&mut g, 1, EventType::Added, &d);
     assert_eq!(decisions(&mut g).len(), 1);
@@ -354,7 +466,7 @@ fn the_same_action_is_not_handed_out_twice_for_an_unchanged_object() {
 
 #[test]
 fn an_object_being_deleted_is_left_to_its_own_finalizers() {
-    let mut g = Graph::default();
+    let mut g = World::default();
     let d = cm(
         "d",
         "ns",
