@@ -33,8 +33,14 @@ impl<K> Clone for Queue<K> {
 impl<K> fmt::Debug for Queue<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.inner.lock();
+        // State before inbox, the order `Inner::drain` takes them in.
+        let inbox = match self.inner.inbox.lock() {
+            Ok(inbox) => inbox.len(),
+            Err(poisoned) => poisoned.into_inner().len(),
+        };
         f.debug_struct("Queue")
             .field("queued", &state.ready.len())
+            .field("inbox", &inbox)
             .field("keys", &state.live_keys())
             .field("processing", &state.processing)
             .field("delayed", &state.delayed.len())
@@ -54,18 +60,16 @@ where
     /// Outside a Tokio runtime (it spawns the task that releases delayed keys).
     pub fn new(config: QueueConfig) -> Self {
         let stop = CancellationToken::new();
-        let hasher = foldhash::fast::RandomState::default();
         let parked = Arc::new(AtomicUsize::new(0));
         let inner = Arc::new(Inner {
             state: Mutex::new(State::new(
                 config.backoff,
                 config.bucket,
                 config.max_retries,
-                hasher.clone(),
                 parked.clone(),
             )),
             inbox: Mutex::new(Vec::new()),
-            hasher,
+            hasher: foldhash::fast::RandomState::default(),
             parked,
             idle: Notify::new(),
             metrics: config.metrics,
@@ -154,15 +158,18 @@ where
             return self.add(key);
         }
         let when = Instant::now() + delay.min(MAX_DELAY);
-        self.with_state(|state, _| state.add_at(key, when));
+        let hash = self.inner.hash(&key);
+        let key = Arc::new(key);
+        self.with_state(|state, _| state.add_at(key, hash, when));
     }
 
     /// Lifts the quarantine of `key`, resets its failures and adds it. Returns whether it was
     /// quarantined; if not, nothing changes (the key is not added).
     pub fn release(&self, key: &K) -> bool {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
+        let hash = self.inner.hash(key);
         let added = self.with_state(|state, wake| {
-            let id = state.find(key)?;
+            let id = state.find(key, hash)?;
             let slot = &mut state.slots[id as usize];
             if !slot.quarantined {
                 return None;
@@ -285,18 +292,20 @@ where
 
     /// How many consecutive times `key` was retried since its last success.
     pub fn failures(&self, key: &K) -> u32 {
+        let hash = self.inner.hash(key);
         self.with_state(|state, _| {
             state
-                .find(key)
+                .find(key, hash)
                 .map_or(0, |id| state.slots[id as usize].failures)
         })
     }
 
     /// Whether `key` is quarantined.
     pub fn is_quarantined(&self, key: &K) -> bool {
+        let hash = self.inner.hash(key);
         self.with_state(|state, _| {
             state
-                .find(key)
+                .find(key, hash)
                 .is_some_and(|id| state.slots[id as usize].quarantined)
         })
     }

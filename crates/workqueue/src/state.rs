@@ -61,7 +61,7 @@ pub(super) struct Inner<K> {
     /// Keys added and not yet moved into `state` (see [`Inner::drain`]), each hashed by the
     /// thread that added it.
     pub(super) inbox: Mutex<Vec<Incoming<K>>>,
-    /// The hasher of `state`'s index, so adds hash their key outside both locks.
+    /// The hasher of `state`'s index, so keys are hashed outside both locks ([`Inner::hash`]).
     pub(super) hasher: foldhash::fast::RandomState,
     /// How many workers are parked in `state.waiters`, readable without the state's lock.
     pub(super) parked: Arc<AtomicUsize>,
@@ -97,7 +97,8 @@ impl<K> Drop for Inner<K> {
 ///
 /// The index hashes with foldhash (hashbrown's default hasher, randomly seeded per queue)
 /// rather than SipHash: keys are object names, which the cluster's users choose but cannot
-/// make collide without knowing the seed, and the hash is computed once per add.
+/// make collide without knowing the seed, and the hash is computed once per add, outside the
+/// lock, by [`Inner::hash`]; the state keeps each slot's hash and never hashes a key itself.
 pub(super) struct State<K> {
     pub(super) ready: VecDeque<SlotId>,
     pub(super) slots: Vec<Slot<K>>,
@@ -105,7 +106,6 @@ pub(super) struct State<K> {
     pub(super) index: HashTable<SlotId>,
     /// Index entries whose slot was freed since the index was last rebuilt.
     pub(super) stale: usize,
-    pub(super) hasher: foldhash::fast::RandomState,
     pub(super) delayed: DelayQueue<SlotId>,
     pub(super) waiters: Waiters,
     /// The inbox's previous buffer, swapped with it at each drain so neither reallocates.
@@ -294,7 +294,6 @@ impl<K: Clone + Eq + Hash> State<K> {
         backoff: ExponentialBackoff,
         bucket: TokenBucket,
         max_retries: Option<u32>,
-        hasher: foldhash::fast::RandomState,
         parked: Arc<AtomicUsize>,
     ) -> Self {
         State {
@@ -303,7 +302,6 @@ impl<K: Clone + Eq + Hash> State<K> {
             free: Vec::new(),
             index: HashTable::new(),
             stale: 0,
-            hasher,
             delayed: DelayQueue::new(),
             waiters: Waiters::new(parked),
             spare: Vec::new(),
@@ -315,9 +313,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    /// The slot of `key`, if it has one.
-    pub(super) fn find(&self, key: &K) -> Option<SlotId> {
-        let hash = self.hasher.hash_one(key);
+    /// The slot of `key`, whose hash ([`Inner::hash`]) is `hash`, if it has one.
+    pub(super) fn find(&self, key: &K, hash: u64) -> Option<SlotId> {
         let slots = &self.slots;
         self.index
             .find(hash, |&id| slots[id as usize].key.as_deref() == Some(key))
@@ -353,7 +350,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Queues `key` unless it is already queued, quarantined or the queue is shut down.
-    /// Queues `key`, already hashed with [`State::hasher`], unless it is already queued,
+    /// Queues `key`, already hashed with [`Inner::hash`], unless it is already queued,
     /// quarantined or the queue is shut down.
     pub(super) fn add_hashed(
         &mut self,
@@ -393,13 +390,13 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    /// Schedules `key` to be added at `when`, keeping an earlier deadline if it has one.
-    pub(super) fn add_at(&mut self, key: K, when: Instant) {
+    /// Schedules `key`, whose hash is `hash`, to be added at `when`, keeping an earlier
+    /// deadline if it has one.
+    pub(super) fn add_at(&mut self, key: Arc<K>, hash: u64, when: Instant) {
         if self.shut_down {
             return;
         }
-        let hash = self.hasher.hash_one(&key);
-        let id = self.slot_of(Arc::new(key), hash);
+        let id = self.slot_of(key, hash);
         self.enqueue_at(id, when);
     }
 
@@ -628,10 +625,15 @@ where
         full || self.parked.load(Ordering::SeqCst) > 0
     }
 
+    /// The hash of `key` in `state`'s index.
+    pub(super) fn hash(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     /// `key` ready for the state: hashed, and shared so handing it out copies a pointer.
     pub(super) fn incoming(&self, key: K, at: Option<Instant>) -> Incoming<K> {
         Incoming {
-            hash: self.hasher.hash_one(&key),
+            hash: self.hash(&key),
             key: Arc::new(key),
             at,
         }
