@@ -4,13 +4,14 @@
 //! One task owns the owner-reference graph (`Graph`): every object in storage that owns or is
 //! owned by something, by uid, with its owner references, and for every uid that some object
 //! names as an owner, the set of those dependents (objects that take no part in ownership get
-//! no node: `graph`'s "Isolated objects"). The task reads one storage watch of every key (`/`), so every resource —
-//! built-in or custom, including resources served later — feeds it without registration. For
-//! each change it updates the graph, marks the objects whose fate may have changed, decides
-//! what each of them needs ([`Action`]) and puts that on a work queue. Workers take actions off
-//! the queue and carry them out through the registry's ordinary delete and update paths, so
-//! finalizers hold objects as usual and every change is a normal watch event, which flows back
-//! into the graph. Workers never read the graph; the graph is never locked.
+//! no node: `graph`'s "Isolated objects"). The task reads one storage watch of every key
+//! (`/`), so every resource — built-in or custom, including resources served later — feeds it
+//! without registration. For each change it updates the graph, marks the objects whose fate
+//! may have changed, decides what each of them needs ([`Action`]) and puts that on a work
+//! queue. Workers take actions off the queue and carry them out through the registry's
+//! ordinary delete and update paths, so finalizers hold objects as usual and every change is a
+//! normal watch event, which flows back into the graph. Workers never read the graph; the
+//! graph is never locked.
 //!
 //! # Guarantees
 //! - An object is deleted only when each of its owner references is dangling (no object with
