@@ -21,8 +21,8 @@ pub(crate) const TARGET_WATCH_P99_MS: f64 = 10.0;
 pub(crate) const TARGET_TESTENV_MS: f64 = 10.0;
 /// Target: process start to ready, in milliseconds (strictly less).
 pub(crate) const TARGET_PROCESS_READY_MS: f64 = 100.0;
-/// Target: RSS growth over JSON bytes.
-pub(crate) const TARGET_MEMORY_RATIO: f64 = 2.0;
+/// Target: RSS growth over JSON bytes (issue 16's; the suite's first target was 2×).
+pub(crate) const TARGET_MEMORY_RATIO: f64 = 1.5;
 
 /// Where and on what the benchmark ran.
 #[derive(Clone, Debug, Serialize)]
