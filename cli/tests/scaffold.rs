@@ -76,6 +76,30 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// Gives the project the one dependency the workspace has and it has not: kube-runtime (the
+/// benchmarks' peers and one watch test use it). kube-runtime turns on features of kube-core,
+/// kube-client, hashbrown and syn, and a crate built with other features is another crate to
+/// cargo: without this the project's build compiles kube, serde's derive and everything above
+/// them a second time (about four minutes of CI; `docs/design/ci.md`). The dependency is a
+/// dev-dependency the project never uses, so the code under test is what `kore new` wrote.
+fn resolve_as_the_workspace(project: &Path) {
+    let manifest = project.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("Cargo.toml");
+    // The kube the project already names, so the two requirements are one version.
+    let version = text
+        .lines()
+        .find_map(|line| line.strip_prefix("kube = { version = \""))
+        .and_then(|rest| rest.split('"').next())
+        .expect("a kube dependency with a version");
+    let dev = "[dev-dependencies]\n";
+    assert!(text.contains(dev), "a [dev-dependencies] table:\n{text}");
+    let peer = format!(
+        "kube = {{ version = \"{version}\", default-features = false, \
+         features = [\"runtime\", \"unstable-runtime\"] }}\n"
+    );
+    std::fs::write(&manifest, text.replacen(dev, &format!("{dev}{peer}"), 1)).expect("written");
+}
+
 #[tokio::test]
 async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reconciles() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
@@ -124,6 +148,7 @@ async fn a_new_project_with_two_kinds_builds_tests_checks_its_manifests_and_reco
         assert!(out.status.success(), "{args:?}: {}", text(&out));
     }
     std::fs::copy(ws.join("Cargo.lock"), project.join("Cargo.lock")).expect("copied");
+    resolve_as_the_workspace(&project);
 
     let fmt = cargo(&project, &["fmt", "--check"]).await;
     // `cargo fmt` takes no --offline; it is the only call that must do without it.
