@@ -64,9 +64,13 @@ pub struct WatchEvent {
     pub key: Arc<str>,
     /// The object after the change (for a deletion: its last state, stamped with `rv`).
     pub object: Bytes,
-    /// The object before the change, if it existed.
-    pub prev: Option<Stored>,
-    line: OnceLock<Bytes>,
+    /// The object before the change, if it existed (boxed: a creation, the commonest event,
+    /// then carries 8 bytes for it rather than 40).
+    pub prev: Option<Box<Stored>>,
+    /// The rendered line, boxed for the same reason: most events in the history are never
+    /// rendered. With both boxes an event and its reference count take 120 bytes (a 128-byte
+    /// block) where they took 176 (a 192-byte one).
+    line: OnceLock<Box<Bytes>>,
     /// When the change was made (the history drops events by age).
     at: Instant,
 }
@@ -85,7 +89,7 @@ impl WatchEvent {
             kind,
             key,
             object,
-            prev,
+            prev: prev.map(Box::new),
             line: OnceLock::new(),
             at: Instant::now(),
         }
@@ -103,7 +107,8 @@ impl WatchEvent {
     /// watcher that sends it unchanged.
     pub fn json_line(&self) -> Bytes {
         self.line
-            .get_or_init(|| render_line(self.kind.as_str(), &self.object))
+            .get_or_init(|| Box::new(render_line(self.kind.as_str(), &self.object)))
+            .as_ref()
             .clone()
     }
 }
@@ -469,6 +474,16 @@ mod tests {
 
     /// No age bound, for the tests of the other bounds.
     const FOREVER: Duration = Duration::from_secs(1 << 40);
+
+    #[test]
+    fn an_event_with_its_reference_count_fits_a_128_byte_block() {
+        // The history holds up to 20,000 of them; see the `prev` and `line` fields.
+        assert!(
+            std::mem::size_of::<WatchEvent>() + 16 <= 128,
+            "{} bytes",
+            std::mem::size_of::<WatchEvent>()
+        );
+    }
 
     fn event(rv: u64, key: &str) -> Arc<WatchEvent> {
         Arc::new(WatchEvent::new(

@@ -36,6 +36,7 @@ mod api_error;
 pub mod backend;
 mod encoded;
 mod history;
+mod keymap;
 mod store;
 pub mod wal;
 

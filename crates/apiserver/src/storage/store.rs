@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use super::backend::{Backend, BackendError, Record};
 use super::encoded::Encoded;
 use super::history::{EventType, History, WatchEvent, Watcher};
+use super::keymap::KeyMap;
 use super::{
     ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
     Written,
@@ -74,7 +75,7 @@ impl StoreConfig {
 
 #[derive(Debug, Default)]
 struct State {
-    objects: BTreeMap<Arc<str>, Stored>,
+    objects: KeyMap<Stored>,
     /// Keys of stored objects that cannot be read back, and why (only ever loaded from data an
     /// older server wrote: every write is checked).
     unreadable: BTreeMap<Arc<str>, String>,
@@ -109,7 +110,7 @@ impl Store {
         config: StoreConfig,
     ) -> Result<Arc<Store>, BackendError> {
         let loaded = backend.load()?;
-        let mut objects = BTreeMap::new();
+        let mut objects = KeyMap::default();
         let mut unreadable = BTreeMap::new();
         let mut rv = loaded.max_rv;
         for record in loaded.records {
@@ -165,7 +166,7 @@ impl Store {
         let state = self.lock();
         state
             .objects
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .range_from(Bound::Included(prefix))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, _)| k.clone())
             .collect()
@@ -434,7 +435,7 @@ impl Store {
             let state = self.lock();
             let candidates: Vec<(Arc<str>, Stored)> = state
                 .objects
-                .range::<str, _>((start, Bound::Unbounded))
+                .range_from(start)
                 .take_while(|(k, _)| k.starts_with(prefix))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
@@ -468,7 +469,7 @@ impl Store {
                     None => true,
                 };
                 if change.key.starts_with(prefix) && after_start {
-                    then.insert(change.key.clone(), change.prev.clone());
+                    then.insert(change.key.clone(), change.prev.as_deref().cloned());
                 }
             }
             if !then.is_empty() {
