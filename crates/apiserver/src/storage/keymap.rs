@@ -304,7 +304,10 @@ mod tests {
     /// Chunks are never empty nor over [`CHUNK`], keys ascend across them, `len` counts them.
     fn check<V>(map: &KeyMap<V>) {
         assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
-        assert!(map.chunks.iter().all(|c| c.capacity() <= CHUNK), "no room past CHUNK");
+        assert!(
+            map.chunks.iter().all(|c| c.capacity() <= CHUNK),
+            "no room past CHUNK"
+        );
         let keys: Vec<&str> = map.iter().map(|(k, _)| &**k).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys ascend");
         assert_eq!(keys.len(), map.len());
