@@ -229,24 +229,19 @@ impl<V> KeyMap<V> {
 
     /// The entries from `start` on, in key order.
     pub(crate) fn range_from(&self, start: Bound<&str>) -> Iter<'_, V> {
+        // The first entry not `before` the start: the chunk by its last key, then the entry.
+        let first = |before: &dyn Fn(&str) -> bool| {
+            let i = self.chunks.partition_point(|c| before(last_key(c)));
+            let j = self
+                .chunks
+                .get(i)
+                .map_or(0, |c| c.partition_point(|(k, _)| before(k)));
+            (i, j)
+        };
         let (i, j) = match start {
             Bound::Unbounded => (0, 0),
-            Bound::Included(key) => {
-                let i = self.chunks.partition_point(|c| last_key(c) < key);
-                let j = self
-                    .chunks
-                    .get(i)
-                    .map_or(0, |c| c.partition_point(|(k, _)| &**k < key));
-                (i, j)
-            }
-            Bound::Excluded(key) => {
-                let i = self.chunks.partition_point(|c| last_key(c) <= key);
-                let j = self
-                    .chunks
-                    .get(i)
-                    .map_or(0, |c| c.partition_point(|(k, _)| &**k <= key));
-                (i, j)
-            }
+            Bound::Included(key) => first(&|k| k < key),
+            Bound::Excluded(key) => first(&|k| k <= key),
         };
         Iter {
             chunks: &self.chunks,
