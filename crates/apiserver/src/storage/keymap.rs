@@ -1,5 +1,5 @@
 //! [`KeyMap`]: the store's live objects in key order, in chunks that fill to the brim when keys
-//! arrive in runs.
+//! arrive in runs, each holding its keys' shared beginning once.
 //!
 //! Keys mostly arrive in ascending runs: a StatefulSet's `web-0`, `web-1`, …, a generator's
 //! numbered names, several such runs at once from several writers. `std`'s `BTreeMap` splits a
@@ -19,24 +19,314 @@
 //! - A chunk that falls below a quarter full after a removal joins a neighbour when the two fit
 //!   in one; an empty chunk goes.
 //!
-//! A lookup is two binary searches (the chunk by its last key, then the entry). An insert or a
-//! removal moves at most one chunk's entries, plus the chunk list when a chunk comes or goes
-//! (24 bytes a chunk, one chunk per up to [`CHUNK`] entries).
+//! Neighbouring keys share most of their bytes (`/core/configmaps/<namespace>/web-` before the
+//! ordinal), so a chunk keeps the beginning its keys share once, as its `prefix`, and of each
+//! key only the rest (its tail), all tails in one buffer. A key that does not begin with the
+//! prefix shortens it (every tail gets the cut-off bytes in front); a split or a join lengthens
+//! it again to what the part's first and last keys share, which in a sorted chunk is what all
+//! its keys share. A key is therefore never one allocation of its own, and the map hands keys
+//! out as [`Key`]s, the two pieces borrowed.
+//!
+//! A lookup is two binary searches (the chunk by its last key, then the tail). An insert or a
+//! removal moves at most one chunk's entries and tails, plus the chunk list when a chunk comes
+//! or goes (one chunk per up to [`CHUNK`] entries).
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// The most entries a chunk holds: 64 of the store's 56-byte entries are 3.5 KiB, so an
+/// The most entries a chunk holds: 64 of the store's 40-byte values are 2.5 KiB, so an
 /// insert moves at most that much.
 pub(crate) const CHUNK: usize = 64;
 
-type Entry<V> = (Arc<str>, V);
+/// A key in the map: its chunk's prefix and its own tail.
+#[derive(Clone, Copy)]
+pub(crate) struct Key<'a> {
+    prefix: &'a str,
+    tail: &'a str,
+}
+
+impl Key<'_> {
+    /// How this key orders against `other`, as `str`s order (by their bytes).
+    pub(crate) fn cmp_str(&self, other: &str) -> Ordering {
+        let (prefix, other) = (self.prefix.as_bytes(), other.as_bytes());
+        let n = prefix.len().min(other.len());
+        match prefix.get(..n).cmp(&other.get(..n)) {
+            Ordering::Equal => {}
+            unequal => return unequal,
+        }
+        match other.get(prefix.len()..) {
+            Some(rest) => self.tail.as_bytes().cmp(rest),
+            // `other` is a proper beginning of the prefix.
+            None => Ordering::Greater,
+        }
+    }
+
+    /// Whether the key begins with `start`.
+    pub(crate) fn starts_with(&self, start: &str) -> bool {
+        match start.strip_prefix(self.prefix) {
+            Some(rest) => self.tail.starts_with(rest),
+            None => self.prefix.starts_with(start),
+        }
+    }
+
+    /// Appends the key to `out`.
+    pub(crate) fn push_to(&self, out: &mut String) {
+        out.push_str(self.prefix);
+        out.push_str(self.tail);
+    }
+
+    /// The key, in an allocation of its own.
+    pub(crate) fn to_arc(self) -> Arc<str> {
+        let mut key = String::with_capacity(self.prefix.len() + self.tail.len());
+        self.push_to(&mut key);
+        Arc::from(key)
+    }
+}
+
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix)?;
+        f.write_str(self.tail)
+    }
+}
+
+impl fmt::Debug for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+/// The length of what `a` and `b` begin with alike, ending on a character boundary of both.
+fn shared_len(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    // The bytes agree up to `n`, so a boundary of `a` there is one of `b`.
+    while !a.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// Up to [`CHUNK`] entries in key order, with the beginning their keys share kept once.
+struct Chunk<V> {
+    /// What every key of the chunk begins with.
+    prefix: Box<str>,
+    /// The rest of each key, one after another.
+    tails: String,
+    /// Where each key's tail ends in `tails`, by entry.
+    ends: Vec<u32>,
+    values: Vec<V>,
+}
+
+/// Makes room for `more` entries without the capacity passing [`CHUNK`] (`Vec`'s own growth
+/// doubles: a part split off with 40 entries would grow room for 80, and in the benchmark's
+/// fill that was a fifth of the map's memory).
+fn make_room<T>(v: &mut Vec<T>, more: usize) {
+    let need = v.len() + more;
+    if need > v.capacity() {
+        let want = (v.len() * 2).clamp(need, CHUNK.max(need));
+        v.reserve_exact(want - v.len());
+    }
+}
+
+/// A tail's end as stored (a chunk's tails stay far below 4 GiB: 64 keys of bounded length).
+fn end(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl<V> Chunk<V> {
+    /// A chunk of one entry, with room for a run's worth.
+    fn one(key: &str, value: V) -> Self {
+        let mut ends = Vec::with_capacity(CHUNK);
+        ends.push(0);
+        let mut values = Vec::with_capacity(CHUNK);
+        values.push(value);
+        Chunk {
+            prefix: key.into(),
+            tails: String::new(),
+            ends,
+            values,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Where entry `j`'s tail starts in `tails`.
+    fn start(&self, j: usize) -> usize {
+        j.checked_sub(1)
+            .and_then(|i| self.ends.get(i))
+            .map_or(0, |&e| e as usize)
+    }
+
+    fn tail(&self, j: usize) -> &str {
+        self.ends
+            .get(j)
+            .and_then(|&e| self.tails.get(self.start(j)..e as usize))
+            .unwrap_or("")
+    }
+
+    fn key(&self, j: usize) -> Key<'_> {
+        Key {
+            prefix: &self.prefix,
+            tail: self.tail(j),
+        }
+    }
+
+    fn last_key(&self) -> Key<'_> {
+        self.key(self.len().saturating_sub(1))
+    }
+
+    /// Where `key` is (`Ok`) or would go (`Err`) among the entries.
+    fn search(&self, key: &str) -> Result<usize, usize> {
+        let Some(rest) = key.strip_prefix(&*self.prefix) else {
+            // Below every key of the chunk or above every one, as the prefix is.
+            return match (*self.prefix).cmp(key) {
+                Ordering::Greater => Err(0),
+                _ => Err(self.len()),
+            };
+        };
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.tail(mid).cmp(rest) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    /// Keeps only the first `keep` bytes (a character boundary) of the prefix: the rest goes to
+    /// the front of every tail.
+    fn shorten_prefix(&mut self, keep: usize) {
+        let (Some(kept), Some(cut)) = (self.prefix.get(..keep), self.prefix.get(keep..)) else {
+            return;
+        };
+        if cut.is_empty() {
+            return;
+        }
+        let mut tails = String::with_capacity(self.tails.len() + cut.len() * self.len());
+        let mut ends = Vec::with_capacity(self.ends.capacity());
+        for j in 0..self.len() {
+            tails.push_str(cut);
+            tails.push_str(self.tail(j));
+            ends.push(end(tails.len()));
+        }
+        self.prefix = kept.into();
+        self.tails = tails;
+        self.ends = ends;
+    }
+
+    /// Lengthens the prefix to what the first and last keys share (in a sorted chunk, what all
+    /// its keys share), taking it off every tail.
+    fn lengthen_prefix(&mut self) {
+        let more = shared_len(self.tail(0), self.last_key().tail);
+        if more == 0 || self.len() == 0 {
+            return;
+        }
+        let mut prefix = String::with_capacity(self.prefix.len() + more);
+        prefix.push_str(&self.prefix);
+        prefix.push_str(self.tail(0).get(..more).unwrap_or(""));
+        let mut tails = String::with_capacity(self.tails.len() - more * self.len());
+        let mut ends = Vec::with_capacity(self.ends.capacity());
+        for j in 0..self.len() {
+            tails.push_str(self.tail(j).get(more..).unwrap_or(""));
+            ends.push(end(tails.len()));
+        }
+        self.prefix = prefix.into();
+        self.tails = tails;
+        self.ends = ends;
+    }
+
+    /// Puts `key` before entry `j` (`j` is where [`Chunk::search`] said it goes).
+    fn insert(&mut self, j: usize, key: &str, value: V) {
+        if !key.starts_with(&*self.prefix) {
+            self.shorten_prefix(shared_len(&self.prefix, key));
+        }
+        let tail = key.get(self.prefix.len()..).unwrap_or("");
+        let at = self.start(j);
+        self.tails.insert_str(at, tail);
+        let grown = end(tail.len());
+        for e in self.ends.iter_mut().skip(j) {
+            *e += grown;
+        }
+        make_room(&mut self.ends, 1);
+        self.ends.insert(j, end(at + tail.len()));
+        make_room(&mut self.values, 1);
+        self.values.insert(j, value);
+    }
+
+    /// Removes entry `j`, returning its value.
+    fn remove(&mut self, j: usize) -> Option<V> {
+        if j >= self.len() {
+            return None;
+        }
+        let (from, to) = (self.start(j), self.ends.get(j).map_or(0, |&e| e as usize));
+        self.tails.replace_range(from..to, "");
+        self.ends.remove(j);
+        let shrunk = end(to - from);
+        for e in self.ends.iter_mut().skip(j) {
+            *e -= shrunk;
+        }
+        Some(self.values.remove(j))
+    }
+
+    /// Splits off the entries from `j` on (`0 < j < len`) into a chunk of their own; both parts
+    /// then keep what their own keys share as prefix.
+    fn split_off(&mut self, j: usize) -> Chunk<V> {
+        let at = self.start(j);
+        let tails = self.tails.split_off(at);
+        let mut ends = Vec::with_capacity(CHUNK);
+        ends.extend(self.ends.drain(j..).map(|e| e - end(at)));
+        let mut values = Vec::with_capacity(CHUNK);
+        values.extend(self.values.drain(j..));
+        let mut right = Chunk {
+            prefix: self.prefix.clone(),
+            tails,
+            ends,
+            values,
+        };
+        self.lengthen_prefix();
+        right.lengthen_prefix();
+        right
+    }
+
+    /// Appends `next`, whose keys all follow this chunk's (the two fit in one).
+    fn append(&mut self, next: Chunk<V>) {
+        self.shorten_prefix(shared_len(&self.prefix, &next.prefix));
+        let cut = next.prefix.get(self.prefix.len()..).unwrap_or("");
+        make_room(&mut self.ends, next.len());
+        for j in 0..next.len() {
+            self.tails.push_str(cut);
+            self.tails.push_str(next.tail(j));
+            self.ends.push(end(self.tails.len()));
+        }
+        make_room(&mut self.values, next.len());
+        self.values.extend(next.values);
+        self.lengthen_prefix();
+    }
+
+    /// Gives back room the chunk no longer needs, once it holds a quarter of it or less.
+    fn shrink(&mut self) {
+        let len = self.len();
+        if self.values.capacity() >= 4 * len {
+            self.values.shrink_to(2 * len);
+            self.ends.shrink_to(2 * len);
+        }
+        if self.tails.capacity() >= 4 * self.tails.len() {
+            self.tails.shrink_to(2 * self.tails.len());
+        }
+    }
+}
 
 /// An ordered map from keys to `V`. See the [module docs](self).
 pub(crate) struct KeyMap<V> {
     /// Never empty chunks, in key order.
-    chunks: Vec<Vec<Entry<V>>>,
+    chunks: Vec<Chunk<V>>,
     len: usize,
 }
 
@@ -48,21 +338,6 @@ enum Slot {
     Inside(usize, usize),
     /// After chunk `i - 1` (if any) and before chunk `i` (if any).
     Gap(usize),
-}
-
-/// Makes room for `more` entries without the chunk's capacity passing [`CHUNK`] (`Vec`'s own
-/// growth doubles: a part split off with 40 entries would grow room for 80, and in the
-/// benchmark's fill that was a fifth of the map's memory).
-fn make_room<V>(chunk: &mut Vec<Entry<V>>, more: usize) {
-    let need = chunk.len() + more;
-    if need > chunk.capacity() {
-        let want = (chunk.len() * 2).clamp(need, CHUNK.max(need));
-        chunk.reserve_exact(want - chunk.len());
-    }
-}
-
-fn last_key<V>(chunk: &[Entry<V>]) -> &str {
-    chunk.last().map_or("", |(k, _)| k)
 }
 
 impl<V> Default for KeyMap<V> {
@@ -89,79 +364,69 @@ impl<V> KeyMap<V> {
     /// Where `key` is or would go. The indices it returns are in range until the map
     /// changes, so the `?`s on them below never return.
     fn locate(&self, key: &str) -> Slot {
-        let i = self.chunks.partition_point(|c| last_key(c) < key);
+        let i = self
+            .chunks
+            .partition_point(|c| c.last_key().cmp_str(key) == Ordering::Less);
         let Some(chunk) = self.chunks.get(i) else {
             return Slot::Gap(i);
         };
-        match chunk.binary_search_by(|(k, _)| (**k).cmp(key)) {
+        match chunk.search(key) {
             Ok(j) => Slot::Found(i, j),
             Err(0) => Slot::Gap(i),
             Err(j) => Slot::Inside(i, j),
         }
     }
 
-    /// The entry under `key`.
-    pub(crate) fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
+    /// The value under `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<&V> {
         match self.locate(key) {
-            Slot::Found(i, j) => self.chunks.get(i)?.get(j).map(|(k, v)| (k, v)),
+            Slot::Found(i, j) => self.chunks.get(i)?.values.get(j),
             Slot::Inside(..) | Slot::Gap(_) => None,
         }
     }
 
-    /// The value under `key`.
-    pub(crate) fn get(&self, key: &str) -> Option<&V> {
-        self.get_key_value(key).map(|(_, v)| v)
-    }
-
     /// Whether `key` has an entry.
     pub(crate) fn contains_key(&self, key: &str) -> bool {
-        self.get_key_value(key).is_some()
+        self.get(key).is_some()
     }
 
-    /// Sets the value under `key`, returning the one it replaces (the stored key is kept, as
-    /// `BTreeMap::insert` keeps it).
-    pub(crate) fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
-        let entry = (key, value);
-        match self.locate(&entry.0) {
+    /// Sets the value under `key`, returning the one it replaces.
+    pub(crate) fn insert(&mut self, key: &str, value: V) -> Option<V> {
+        match self.locate(key) {
             Slot::Found(i, j) => {
-                let old = self.chunks.get_mut(i)?.get_mut(j)?;
-                return Some(std::mem::replace(&mut old.1, entry.1));
+                let old = self.chunks.get_mut(i)?.values.get_mut(j)?;
+                return Some(std::mem::replace(old, value));
             }
             Slot::Inside(i, j) => {
                 let chunk = self.chunks.get_mut(i)?;
                 if chunk.len() < CHUNK {
-                    make_room(chunk, 1);
-                    chunk.insert(j, entry);
+                    chunk.insert(j, key, value);
                 } else if j >= CHUNK / 2 {
                     // Split where the key goes: the left part, at least half full, takes
                     // the key and whatever follows it in a run.
                     let right = chunk.split_off(j);
-                    chunk.push(entry);
+                    chunk.insert(j, key, value);
                     self.chunks.insert(i + 1, right);
                 } else {
                     // In the first half: split in the middle, so no part starts nearly empty.
                     let right = chunk.split_off(CHUNK / 2);
-                    chunk.insert(j, entry);
+                    chunk.insert(j, key, value);
                     self.chunks.insert(i + 1, right);
                 }
             }
             Slot::Gap(i) => {
-                let room = |c: Option<&Vec<Entry<V>>>| c.is_some_and(|c| c.len() < CHUNK);
+                let room = |c: Option<&Chunk<V>>| c.is_some_and(|c| c.len() < CHUNK);
                 if i > 0 && room(self.chunks.get(i - 1)) {
                     if let Some(left) = self.chunks.get_mut(i - 1) {
-                        make_room(left, 1);
-                        left.push(entry);
+                        left.insert(left.len(), key, value);
                     }
                 } else if room(self.chunks.get(i)) {
                     if let Some(right) = self.chunks.get_mut(i) {
-                        make_room(right, 1);
-                        right.insert(0, entry);
+                        right.insert(0, key, value);
                     }
                 } else {
                     // Most likely a run's next chunk: made whole at once, not grown.
-                    let mut chunk = Vec::with_capacity(CHUNK);
-                    chunk.push(entry);
-                    self.chunks.insert(i, chunk);
+                    self.chunks.insert(i, Chunk::one(key, value));
                 }
             }
         }
@@ -174,8 +439,7 @@ impl<V> KeyMap<V> {
         let Slot::Found(i, j) = self.locate(key) else {
             return None;
         };
-        let chunk = self.chunks.get_mut(i)?;
-        let (_, value) = chunk.remove(j);
+        let value = self.chunks.get_mut(i)?.remove(j)?;
         self.len -= 1;
         self.settle(i);
         Some(value)
@@ -185,7 +449,7 @@ impl<V> KeyMap<V> {
     /// below a quarter full and the two fit in one, and otherwise gives back room it no longer
     /// needs.
     fn settle(&mut self, i: usize) {
-        let len = self.chunks.get(i).map_or(0, Vec::len);
+        let len = self.chunks.get(i).map_or(0, Chunk::len);
         if len == 0 {
             if i < self.chunks.len() {
                 self.chunks.remove(i);
@@ -198,8 +462,8 @@ impl<V> KeyMap<V> {
         let left = i
             .checked_sub(1)
             .and_then(|l| self.chunks.get(l))
-            .map(Vec::len);
-        let right = self.chunks.get(i + 1).map(Vec::len);
+            .map(Chunk::len);
+        let right = self.chunks.get(i + 1).map(Chunk::len);
         let fits = |n: Option<usize>| n.filter(|n| n + len <= CHUNK);
         let join = match (fits(left), fits(right)) {
             (Some(l), Some(r)) if r < l => Some(i),
@@ -211,14 +475,11 @@ impl<V> KeyMap<V> {
             if at + 1 < self.chunks.len() {
                 let next = self.chunks.remove(at + 1);
                 if let Some(chunk) = self.chunks.get_mut(at) {
-                    make_room(chunk, next.len());
-                    chunk.extend(next);
+                    chunk.append(next);
                 }
             }
-        } else if let Some(chunk) = self.chunks.get_mut(i)
-            && chunk.capacity() >= 4 * len
-        {
-            chunk.shrink_to(2 * len);
+        } else if let Some(chunk) = self.chunks.get_mut(i) {
+            chunk.shrink();
         }
     }
 
@@ -229,19 +490,24 @@ impl<V> KeyMap<V> {
 
     /// The entries from `start` on, in key order.
     pub(crate) fn range_from(&self, start: Bound<&str>) -> Iter<'_, V> {
-        // The first entry not `before` the start: the chunk by its last key, then the entry.
-        let first = |before: &dyn Fn(&str) -> bool| {
-            let i = self.chunks.partition_point(|c| before(last_key(c)));
-            let j = self
-                .chunks
-                .get(i)
-                .map_or(0, |c| c.partition_point(|(k, _)| before(k)));
-            (i, j)
-        };
         let (i, j) = match start {
             Bound::Unbounded => (0, 0),
-            Bound::Included(key) => first(&|k| k < key),
-            Bound::Excluded(key) => first(&|k| k <= key),
+            Bound::Included(key) | Bound::Excluded(key) => {
+                // The chunk by its last key, then the entry.
+                let past = matches!(start, Bound::Excluded(_));
+                let i = self
+                    .chunks
+                    .partition_point(|c| match c.last_key().cmp_str(key) {
+                        Ordering::Less => true,
+                        Ordering::Equal => past,
+                        Ordering::Greater => false,
+                    });
+                let j = self.chunks.get(i).map_or(0, |c| match c.search(key) {
+                    Ok(j) if past => j + 1,
+                    Ok(j) | Err(j) => j,
+                });
+                (i, j)
+            }
         };
         Iter {
             chunks: &self.chunks,
@@ -253,20 +519,21 @@ impl<V> KeyMap<V> {
 
 /// The entries of a [`KeyMap`] from a starting key on, in key order.
 pub(crate) struct Iter<'a, V> {
-    chunks: &'a [Vec<Entry<V>>],
+    chunks: &'a [Chunk<V>],
     i: usize,
     j: usize,
 }
 
 impl<'a, V> Iterator for Iter<'a, V> {
-    type Item = (&'a Arc<str>, &'a V);
+    type Item = (Key<'a>, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             let chunk = self.chunks.get(self.i)?;
-            if let Some((k, v)) = chunk.get(self.j) {
+            if let Some(v) = chunk.values.get(self.j) {
+                let key = chunk.key(self.j);
                 self.j += 1;
-                return Some((k, v));
+                return Some((key, v));
             }
             self.i += 1;
             self.j = 0;
@@ -292,41 +559,51 @@ mod tests {
         }
     }
 
-    fn key(s: &str) -> Arc<str> {
-        Arc::from(s)
-    }
-
-    /// Chunks are never empty nor over [`CHUNK`], keys ascend across them, `len` counts them.
+    /// Chunks are never empty nor over [`CHUNK`], their tails and values agree, keys ascend
+    /// across them, `len` counts them.
     fn check<V>(map: &KeyMap<V>) {
-        assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
-        assert!(
-            map.chunks.iter().all(|c| c.capacity() <= CHUNK),
-            "no room past CHUNK"
-        );
-        let keys: Vec<&str> = map.iter().map(|(k, _)| &**k).collect();
+        for c in &map.chunks {
+            assert!(c.len() > 0 && c.len() <= CHUNK);
+            assert_eq!(c.ends.len(), c.len());
+            assert!(c.ends.windows(2).all(|w| w[0] <= w[1]), "tails in order");
+            assert_eq!(c.ends.last().map(|&e| e as usize), Some(c.tails.len()));
+            // (A `Vec` of zero-sized values has room for any number.)
+            let values = std::mem::size_of::<V>() == 0 || c.values.capacity() <= CHUNK;
+            assert!(values && c.ends.capacity() <= CHUNK, "no room past CHUNK");
+        }
+        let keys: Vec<String> = map.iter().map(|(k, _)| k.to_string()).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys ascend");
         assert_eq!(keys.len(), map.len());
     }
 
-    fn pairs<'a>(it: impl Iterator<Item = (&'a Arc<str>, &'a u64)>) -> Vec<(String, u64)> {
-        it.map(|(k, v)| (k.to_string(), *v)).collect()
+    fn pairs<K: ToString, V: Copy>(it: impl Iterator<Item = (K, V)>) -> Vec<(String, V)> {
+        it.map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// Every tail byte of the map: what its keys cost beyond the chunks' prefixes.
+    fn tail_bytes<V>(map: &KeyMap<V>) -> usize {
+        map.chunks.iter().map(|c| c.tails.len()).sum()
     }
 
     #[test]
     fn behaves_as_a_btreemap_under_random_inserts_removals_and_ranges() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut map = KeyMap::default();
-        let mut model: BTreeMap<Arc<str>, u64> = BTreeMap::new();
+        let mut model: BTreeMap<String, u64> = BTreeMap::new();
+        // Namespaces and names that share beginnings of different lengths, some of them
+        // multi-byte characters that share their first byte (é and ê), so that prefixes
+        // shorten and lengthen on character boundaries.
+        let spaces = ["ns", "ns2", "né", "nê", "n"];
         for step in 0..60_000u64 {
             // A small key space, so that chunks fill, split, empty and join.
-            let k = key(&format!("/core/configmaps/ns/{:04}", rng.next(1500)));
+            let space = spaces[rng.next(spaces.len() as u64) as usize];
+            let k = format!("/core/configmaps/{space}/{:03}", rng.next(300));
             match rng.next(10) {
-                0..=4 => assert_eq!(map.insert(k.clone(), step), model.insert(k, step)),
+                0..=4 => assert_eq!(map.insert(&k, step), model.insert(k, step)),
                 5..=7 => assert_eq!(map.remove(&k), model.remove(&k)),
                 8 => {
                     assert_eq!(map.get(&k), model.get(&k));
                     assert_eq!(map.contains_key(&k), model.contains_key(&k));
-                    assert_eq!(map.get_key_value(&k), model.get_key_value(&k));
                 }
                 _ => {
                     let (ours, theirs) = if rng.next(2) == 0 {
@@ -360,11 +637,19 @@ mod tests {
         let mut map = KeyMap::default();
         for i in 0..each {
             for w in 0..writers {
-                map.insert(key(&format!("/core/configmaps/ns/cm-{w:03}-{i:06}")), ());
+                map.insert(&format!("/core/configmaps/ns/cm-{w:03}-{i:06}"), ());
             }
         }
         check(&map);
         assert_eq!(map.len(), writers * each);
+        // Each chunk holds one writer's `/core/configmaps/ns/cm-WWW-0000` once: the 31-byte
+        // keys keep a few bytes each.
+        assert!(
+            tail_bytes(&map) <= 4 * map.len(),
+            "{} tail bytes for {} keys",
+            tail_bytes(&map),
+            map.len()
+        );
         // About one chunk a run more than packing would need (256 here, for 200); halving
         // every full node, as `BTreeMap` does, would need about 360.
         assert!(
@@ -382,7 +667,7 @@ mod tests {
             let n = 10 * CHUNK;
             for i in 0..n {
                 let i = if descending { n - 1 - i } else { i };
-                map.insert(key(&format!("web-{i:05}")), i);
+                map.insert(&format!("web-{i:05}"), i);
             }
             check(&map);
             assert_eq!(map.chunks.len(), 10, "descending: {descending}");
@@ -394,7 +679,7 @@ mod tests {
         let mut map = KeyMap::default();
         let n = 50 * CHUNK;
         for i in 0..n {
-            map.insert(key(&format!("k{i:06}")), i);
+            map.insert(&format!("k{i:06}"), i);
         }
         // Remove nine in ten: the chunks left hold more than a quarter of CHUNK on average.
         for i in (0..n).filter(|i| i % 10 != 0) {
@@ -413,7 +698,7 @@ mod tests {
         }
         assert_eq!(map.len(), 0);
         assert!(map.chunks.is_empty());
-        assert_eq!(map.iter().next(), None);
+        assert!(map.iter().next().is_none());
         assert_eq!(map.remove("k000000"), None);
     }
 
@@ -421,24 +706,57 @@ mod tests {
     fn ranges_start_at_chunk_edges_and_past_the_end() {
         let mut map = KeyMap::default();
         for i in 0..3 * CHUNK {
-            map.insert(key(&format!("k{:04}", 2 * i)), i);
+            map.insert(&format!("k{:04}", 2 * i), i);
         }
         assert_eq!(map.chunks.len(), 3);
-        let first_of_second = map.chunks[1][0].0.clone();
-        let last_of_first = map.chunks[0][CHUNK - 1].0.clone();
+        let first_of_second = map.chunks[1].key(0).to_string();
+        let last_of_first = map.chunks[0].key(CHUNK - 1).to_string();
         let from = |b| map.range_from(b).next().map(|(k, _)| k.to_string());
         assert_eq!(
             from(Bound::Included(&first_of_second)),
-            Some(first_of_second.to_string())
+            Some(first_of_second.clone())
         );
         assert_eq!(
             from(Bound::Excluded(&last_of_first)),
-            Some(first_of_second.to_string())
+            Some(first_of_second.clone())
         );
         // A key between two chunks, an odd number: the next even one.
         assert_eq!(from(Bound::Included("k0127")), Some("k0128".into()));
         assert_eq!(from(Bound::Excluded("k9999")), None);
         assert_eq!(from(Bound::Included("")), Some("k0000".into()));
         assert_eq!(map.range_from(Bound::Unbounded).count(), 3 * CHUNK);
+    }
+
+    #[test]
+    fn keys_compare_and_match_beginnings_as_whole_strings() {
+        let pieces = [("", ""), ("ab", ""), ("ab", "c"), ("", "abc"), ("né", "x")];
+        let others = [
+            "", "a", "ab", "abc", "abd", "abcd", "b", "n", "né", "nê", "néx", "néxy",
+        ];
+        for (prefix, tail) in pieces {
+            let key = Key { prefix, tail };
+            let whole = format!("{prefix}{tail}");
+            assert_eq!(key.to_string(), whole);
+            assert_eq!(&*key.to_arc(), whole.as_str());
+            for other in others {
+                assert_eq!(
+                    key.cmp_str(other),
+                    whole.as_str().cmp(other),
+                    "{whole} vs {other}"
+                );
+                assert_eq!(
+                    key.starts_with(other),
+                    whole.starts_with(other),
+                    "{whole} {other}"
+                );
+            }
+        }
+        assert_eq!(
+            shared_len("né", "nê"),
+            1,
+            "stops before the split character"
+        );
+        assert_eq!(shared_len("abc", "abd"), 2);
+        assert_eq!(shared_len("", "abd"), 0);
     }
 }

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use super::backend::{Backend, BackendError, Record};
 use super::encoded::Encoded;
 use super::history::{EventType, History, WatchEvent, Watcher};
-use super::keymap::KeyMap;
+use super::keymap::{Key, KeyMap};
 use super::{
     ListAt, ListOptions, ListPage, Outcome, Preconditions, Storage, StorageError, Stored, Update,
     Written,
@@ -121,7 +121,7 @@ impl Store {
                     unreadable.insert(record.key.clone(), why);
                 }
                 objects.insert(
-                    record.key,
+                    &record.key,
                     Stored {
                         rv: record.rv,
                         bytes,
@@ -168,7 +168,7 @@ impl Store {
             .objects
             .range_from(Bound::Included(prefix))
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_arc())
             .collect()
     }
 
@@ -187,7 +187,7 @@ impl Store {
             rv,
             bytes: bytes.clone(),
         };
-        state.objects.insert(key.clone(), stored.clone());
+        state.objects.insert(&key, stored.clone());
         state.unreadable.remove(&key);
         let kind = if prev.is_some() {
             EventType::Modified
@@ -253,7 +253,7 @@ impl Store {
                 .objects
                 .iter()
                 .map(|(k, v)| Record {
-                    key: k.clone(),
+                    key: k.to_arc(),
                     rv: v.rv,
                     value: Some(v.bytes.clone()),
                 })
@@ -316,14 +316,13 @@ impl Store {
                     }
                     let (stored, ack) = {
                         let mut state = self.lock();
-                        let Some((k, now)) = state.objects.get_key_value(key) else {
+                        let Some(now) = state.objects.get(key) else {
                             return Err(StorageError::NotFound { key: key.into() });
                         };
                         if now.rv != current.rv {
                             continue;
                         }
-                        let k = k.clone();
-                        self.commit_put(&mut state, k, new, Some(current))?
+                        self.commit_put(&mut state, Arc::from(key), new, Some(current))?
                     };
                     Self::durable(ack).await?;
                     return Ok(Written {
@@ -335,14 +334,13 @@ impl Store {
                     let last = Encoded::new(last)?;
                     let (stored, ack) = {
                         let mut state = self.lock();
-                        let Some((k, now)) = state.objects.get_key_value(key) else {
+                        let Some(now) = state.objects.get(key) else {
                             return Err(StorageError::NotFound { key: key.into() });
                         };
                         if now.rv != current.rv {
                             continue;
                         }
-                        let k = k.clone();
-                        self.commit_delete(&mut state, k, last, current)?
+                        self.commit_delete(&mut state, Arc::from(key), last, current)?
                     };
                     Self::durable(ack).await?;
                     return Ok(Written {
@@ -357,10 +355,9 @@ impl Store {
     async fn delete_impl(&self, key: &str, pre: &Preconditions) -> Result<Stored, StorageError> {
         let (stored, ack) = {
             let mut state = self.lock();
-            let Some((k, current)) = state.objects.get_key_value(key) else {
+            let Some(current) = state.objects.get(key).cloned() else {
                 return Err(StorageError::NotFound { key: key.into() });
             };
-            let (k, current) = (k.clone(), current.clone());
             if let Some(why) = state.unreadable.get(key) {
                 return Err(StorageError::Unreadable {
                     key: key.into(),
@@ -369,7 +366,7 @@ impl Store {
             }
             let value = current.value()?;
             check_preconditions(pre, &current, &value)?;
-            self.commit_delete(&mut state, k, Encoded::new(value)?, current)?
+            self.commit_delete(&mut state, Arc::from(key), Encoded::new(value)?, current)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -399,10 +396,9 @@ impl Store {
         let last = Encoded::new(last)?;
         let (stored, ack) = {
             let mut state = self.lock();
-            let Some((k, current)) = state.objects.get_key_value(key) else {
+            let Some(current) = state.objects.get(key).cloned() else {
                 return Err(StorageError::NotFound { key: key.into() });
             };
-            let (k, current) = (k.clone(), current.clone());
             if !state.unreadable.contains_key(key) {
                 return Err(StorageError::Conflict {
                     message: format!("the object at {key} is readable; delete it normally"),
@@ -414,7 +410,7 @@ impl Store {
                 });
             }
             check_preconditions(pre, &current, &Value::Null)?;
-            self.commit_delete(&mut state, k, last, current)?
+            self.commit_delete(&mut state, Arc::from(key), last, current)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -433,12 +429,14 @@ impl Store {
         // Copy the candidates (reference-counted, cheap) under the lock; filter outside it.
         let (mut candidates, mut unreadable, rv, overlay, loaded_unreadable) = {
             let state = self.lock();
-            let candidates: Vec<(Arc<str>, Stored)> = state
+            let mut candidates = Candidates::default();
+            for (k, v) in state
                 .objects
                 .range_from(start)
                 .take_while(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            {
+                candidates.push(k, v.clone());
+            }
             let unreadable: BTreeMap<Arc<str>, String> = state
                 .unreadable
                 .range::<str, _>((start, Bound::Unbounded))
@@ -473,7 +471,10 @@ impl Store {
                 }
             }
             if !then.is_empty() {
-                let mut merged: BTreeMap<Arc<str>, Stored> = candidates.into_iter().collect();
+                let mut merged: BTreeMap<String, Stored> = candidates
+                    .iter()
+                    .map(|(k, s)| (k.to_string(), s.clone()))
+                    .collect();
                 for (k, v) in then {
                     // An earlier state may be one an older server wrote (an unreadable
                     // object changed or deleted since): check it as it comes back.
@@ -485,12 +486,15 @@ impl Store {
                             {
                                 unreadable.insert(k.clone(), why);
                             }
-                            merged.insert(k, s)
+                            merged.insert(k.to_string(), s)
                         }
-                        None => merged.remove(&k),
+                        None => merged.remove(&*k),
                     };
                 }
-                candidates = merged.into_iter().collect();
+                candidates = Candidates::default();
+                for (k, s) in merged {
+                    candidates.push(&*k, s);
+                }
             }
         }
         let limit = if opts.limit == 0 {
@@ -543,10 +547,62 @@ pub(super) fn readable(bytes: &[u8]) -> Result<(), String> {
 }
 
 /// The key of the last item before index `i` (the last one returned).
-fn items_last_key(candidates: &[(Arc<str>, Stored)], i: usize) -> Option<String> {
+fn items_last_key(candidates: &Candidates, i: usize) -> Option<String> {
     i.checked_sub(1)
-        .and_then(|j| candidates.get(j))
-        .map(|(k, _)| k.to_string())
+        .and_then(|j| candidates.key(j))
+        .map(str::to_string)
+}
+
+/// What a list looks at, copied out of the map under the lock: each object (reference-counted)
+/// and its key, the keys one after another in one buffer rather than an allocation each.
+#[derive(Default)]
+struct Candidates {
+    keys: String,
+    /// Each object, with where its key ends in `keys`.
+    items: Vec<(usize, Stored)>,
+}
+
+/// A key a list copies out: the map's or one from the history.
+trait CopyKey {
+    fn copy_to(&self, out: &mut String);
+}
+
+impl CopyKey for Key<'_> {
+    fn copy_to(&self, out: &mut String) {
+        self.push_to(out);
+    }
+}
+
+impl CopyKey for &str {
+    fn copy_to(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl Candidates {
+    fn push(&mut self, key: impl CopyKey, stored: Stored) {
+        key.copy_to(&mut self.keys);
+        self.items.push((self.keys.len(), stored));
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn key(&self, i: usize) -> Option<&str> {
+        let start = i
+            .checked_sub(1)
+            .and_then(|p| self.items.get(p))
+            .map_or(0, |(end, _)| *end);
+        self.keys.get(start..self.items.get(i)?.0)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &Stored)> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(i, (_, stored))| (self.key(i).unwrap_or(""), stored))
+    }
 }
 
 fn check_preconditions(
