@@ -282,12 +282,15 @@ impl Store {
 
     async fn create_impl(&self, key: &str, obj: Value) -> Result<Stored, StorageError> {
         let obj = Encoded::new(obj)?;
+        // The key the watch event carries, made before the lock is taken (the map keeps its
+        // own copy of the key's tail).
+        let event_key = Arc::from(key);
         let (stored, ack) = {
             let mut state = self.lock();
             if state.objects.contains_key(key) {
                 return Err(StorageError::AlreadyExists { key: key.into() });
             }
-            self.commit_put(&mut state, Arc::from(key), obj, None)?
+            self.commit_put(&mut state, event_key, obj, None)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -314,6 +317,7 @@ impl Store {
                             outcome: Outcome::Unchanged,
                         });
                     }
+                    let event_key = Arc::from(key);
                     let (stored, ack) = {
                         let mut state = self.lock();
                         let Some(now) = state.objects.get(key) else {
@@ -322,7 +326,7 @@ impl Store {
                         if now.rv != current.rv {
                             continue;
                         }
-                        self.commit_put(&mut state, Arc::from(key), new, Some(current))?
+                        self.commit_put(&mut state, event_key, new, Some(current))?
                     };
                     Self::durable(ack).await?;
                     return Ok(Written {
@@ -332,6 +336,7 @@ impl Store {
                 }
                 Update::Delete(last) => {
                     let last = Encoded::new(last)?;
+                    let event_key = Arc::from(key);
                     let (stored, ack) = {
                         let mut state = self.lock();
                         let Some(now) = state.objects.get(key) else {
@@ -340,7 +345,7 @@ impl Store {
                         if now.rv != current.rv {
                             continue;
                         }
-                        self.commit_delete(&mut state, Arc::from(key), last, current)?
+                        self.commit_delete(&mut state, event_key, last, current)?
                     };
                     Self::durable(ack).await?;
                     return Ok(Written {
@@ -353,6 +358,7 @@ impl Store {
     }
 
     async fn delete_impl(&self, key: &str, pre: &Preconditions) -> Result<Stored, StorageError> {
+        let event_key = Arc::from(key);
         let (stored, ack) = {
             let mut state = self.lock();
             let Some(current) = state.objects.get(key).cloned() else {
@@ -366,7 +372,7 @@ impl Store {
             }
             let value = current.value()?;
             check_preconditions(pre, &current, &value)?;
-            self.commit_delete(&mut state, Arc::from(key), Encoded::new(value)?, current)?
+            self.commit_delete(&mut state, event_key, Encoded::new(value)?, current)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -394,6 +400,7 @@ impl Store {
         last: Value,
     ) -> Result<Stored, StorageError> {
         let last = Encoded::new(last)?;
+        let event_key = Arc::from(key);
         let (stored, ack) = {
             let mut state = self.lock();
             let Some(current) = state.objects.get(key).cloned() else {
@@ -410,7 +417,7 @@ impl Store {
                 });
             }
             check_preconditions(pre, &current, &Value::Null)?;
-            self.commit_delete(&mut state, Arc::from(key), last, current)?
+            self.commit_delete(&mut state, event_key, last, current)?
         };
         Self::durable(ack).await?;
         Ok(stored)
@@ -426,7 +433,8 @@ impl Store {
             Some(k) => Bound::Excluded(k.as_str()),
             None => Bound::Included(prefix),
         };
-        // Copy the candidates (reference-counted, cheap) under the lock; filter outside it.
+        // Copy the candidates under the lock (objects reference-counted, keys into one buffer);
+        // filter outside it.
         let (mut candidates, mut unreadable, rv, overlay, loaded_unreadable) = {
             let state = self.lock();
             let mut candidates = Candidates::default();
