@@ -85,6 +85,16 @@ impl Key<'_> {
     }
 }
 
+impl<'a> From<&'a str> for Key<'a> {
+    /// A key held whole (as a prefix with an empty tail).
+    fn from(key: &'a str) -> Self {
+        Key {
+            prefix: key,
+            tail: "",
+        }
+    }
+}
+
 impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.prefix)?;
@@ -200,6 +210,18 @@ impl<V> Chunk<V> {
         Err(lo)
     }
 
+    /// Appends every key's tail to `tails` as `front` followed by the tail less its first
+    /// `drop` bytes, with its end to `ends`: the tails under a prefix that is `front` longer,
+    /// or `drop` bytes shorter, than this chunk's (`drop` never splits a character: it is
+    /// what all tails share).
+    fn write_tails(&self, front: &str, drop: usize, tails: &mut String, ends: &mut Vec<u32>) {
+        for j in 0..self.len() {
+            tails.push_str(front);
+            tails.push_str(self.tail(j).get(drop..).unwrap_or(""));
+            ends.push(end(tails.len()));
+        }
+    }
+
     /// Keeps only the first `keep` bytes (a character boundary) of the prefix: the rest goes to
     /// the front of every tail.
     fn shorten_prefix(&mut self, keep: usize) {
@@ -211,11 +233,7 @@ impl<V> Chunk<V> {
         }
         let mut tails = String::with_capacity(self.tails.len() + cut.len() * self.len());
         let mut ends = Vec::with_capacity(self.ends.capacity());
-        for j in 0..self.len() {
-            tails.push_str(cut);
-            tails.push_str(self.tail(j));
-            ends.push(end(tails.len()));
-        }
+        self.write_tails(cut, 0, &mut tails, &mut ends);
         self.prefix = kept.into();
         self.tails = tails;
         self.ends = ends;
@@ -225,7 +243,7 @@ impl<V> Chunk<V> {
     /// its keys share), taking it off every tail.
     fn lengthen_prefix(&mut self) {
         let more = shared_len(self.tail(0), self.last_key().tail);
-        if more == 0 || self.len() == 0 {
+        if more == 0 {
             return;
         }
         let mut prefix = String::with_capacity(self.prefix.len() + more);
@@ -233,10 +251,7 @@ impl<V> Chunk<V> {
         prefix.push_str(self.tail(0).get(..more).unwrap_or(""));
         let mut tails = String::with_capacity(self.tails.len() - more * self.len());
         let mut ends = Vec::with_capacity(self.ends.capacity());
-        for j in 0..self.len() {
-            tails.push_str(self.tail(j).get(more..).unwrap_or(""));
-            ends.push(end(tails.len()));
-        }
+        self.write_tails("", more, &mut tails, &mut ends);
         self.prefix = prefix.into();
         self.tails = tails;
         self.ends = ends;
@@ -300,11 +315,7 @@ impl<V> Chunk<V> {
         self.shorten_prefix(shared_len(&self.prefix, &next.prefix));
         let cut = next.prefix.get(self.prefix.len()..).unwrap_or("");
         make_room(&mut self.ends, next.len());
-        for j in 0..next.len() {
-            self.tails.push_str(cut);
-            self.tails.push_str(next.tail(j));
-            self.ends.push(end(self.tails.len()));
-        }
+        next.write_tails(cut, 0, &mut self.tails, &mut self.ends);
         make_room(&mut self.values, next.len());
         self.values.extend(next.values);
         self.lengthen_prefix();
@@ -751,6 +762,10 @@ mod tests {
                 );
             }
         }
+        let whole = Key::from("néx");
+        assert_eq!(whole.to_string(), "néx");
+        assert_eq!(whole.cmp_str("néx"), Ordering::Equal);
+        assert!(whole.starts_with("né") && !whole.starts_with("nê"));
         assert_eq!(
             shared_len("né", "nê"),
             1,

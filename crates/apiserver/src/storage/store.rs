@@ -501,7 +501,7 @@ impl Store {
                 }
                 candidates = Candidates::default();
                 for (k, s) in merged {
-                    candidates.push(&*k, s);
+                    candidates.push(Key::from(k.as_str()), s);
                 }
             }
         }
@@ -570,26 +570,9 @@ struct Candidates {
     items: Vec<(usize, Stored)>,
 }
 
-/// A key a list copies out: the map's or one from the history.
-trait CopyKey {
-    fn copy_to(&self, out: &mut String);
-}
-
-impl CopyKey for Key<'_> {
-    fn copy_to(&self, out: &mut String) {
-        self.push_to(out);
-    }
-}
-
-impl CopyKey for &str {
-    fn copy_to(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
 impl Candidates {
-    fn push(&mut self, key: impl CopyKey, stored: Stored) {
-        key.copy_to(&mut self.keys);
+    fn push(&mut self, key: Key<'_>, stored: Stored) {
+        key.push_to(&mut self.keys);
         self.items.push((self.keys.len(), stored));
     }
 
