@@ -189,6 +189,48 @@ impl<K: Informable + Serialize> CachedClient<K> {
         self.write(request).await
     }
 
+    /// Adds the finalizer `name` to `obj` in one write and records the answer: `obj` itself
+    /// if it carries `name` already. The write carries `obj`'s resourceVersion, so a stale
+    /// `obj` gets a conflict (409) back instead of dropping what another writer changed
+    /// meanwhile; the object is never read from the API server. What
+    /// [`finalizer::try_add_finalizer`](crate::finalizer::try_add_finalizer) does, with the
+    /// answer in the cache: the next reconcile reads the finalizer, and the watch event of
+    /// the write finds its version already there.
+    pub async fn try_add_finalizer(&self, obj: &Arc<K>, name: &str) -> Result<Arc<K>, Error> {
+        let Some(patch) =
+            crate::finalizer::patch(obj.meta(), |list| crate::finalizer::adding(list, name))
+        else {
+            return Ok(Arc::clone(obj));
+        };
+        let key = Self::key_of(obj)?;
+        self.patch(&key, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    }
+
+    /// Removes the finalizer `name` from `obj` in one write, as
+    /// [`try_add_finalizer`](Self::try_add_finalizer) adds it; `obj` itself if it does not
+    /// carry `name`, `None` if the object is gone (404).
+    pub async fn try_remove_finalizer(
+        &self,
+        obj: &Arc<K>,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, Error> {
+        let Some(patch) =
+            crate::finalizer::patch(obj.meta(), |list| crate::finalizer::removing(list, name))
+        else {
+            return Ok(Some(Arc::clone(obj)));
+        };
+        let key = Self::key_of(obj)?;
+        match self
+            .patch(&key, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => Ok(Some(written)),
+            Err(Error::Api(kube::Error::Api(s))) if s.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes the object under `key`. Returns the object if it still exists (finalizers
     /// pending; the cache then holds it with its deletionTimestamp), `None` once it is gone
     /// (the cache no longer holds it).

@@ -24,6 +24,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
@@ -141,7 +142,7 @@ where
         .map(|o| o.unwrap_or_else(|| obj.clone()))
 }
 
-fn adding(list: &mut Vec<String>, name: &str) -> bool {
+pub(crate) fn adding(list: &mut Vec<String>, name: &str) -> bool {
     if list.iter().any(|f| f == name) {
         false
     } else {
@@ -150,7 +151,7 @@ fn adding(list: &mut Vec<String>, name: &str) -> bool {
     }
 }
 
-fn removing(list: &mut Vec<String>, name: &str) -> bool {
+pub(crate) fn removing(list: &mut Vec<String>, name: &str) -> bool {
     let before = list.len();
     list.retain(|f| f != name);
     list.len() != before
@@ -202,16 +203,9 @@ where
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut list = current.meta().finalizers.clone().unwrap_or_default();
-        if !change(&mut list) {
+        let Some(patch) = patch(current.meta(), &change) else {
             return Ok(Some(current));
-        }
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": current.meta().resource_version,
-                "finalizers": list,
-            }
-        });
+        };
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -228,4 +222,24 @@ where
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The merge patch that applies `change` to the finalizers of the object `meta` describes,
+/// with its resourceVersion as the precondition (so a write computed from a stale object
+/// conflicts instead of dropping another writer's finalizer); `None` if `change` changes
+/// nothing.
+pub(crate) fn patch(
+    meta: &ObjectMeta,
+    change: impl Fn(&mut Vec<String>) -> bool,
+) -> Option<serde_json::Value> {
+    let mut list = meta.finalizers.clone().unwrap_or_default();
+    if !change(&mut list) {
+        return None;
+    }
+    Some(json!({
+        "metadata": {
+            "resourceVersion": meta.resource_version,
+            "finalizers": list,
+        }
+    }))
 }

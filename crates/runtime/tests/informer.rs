@@ -613,6 +613,100 @@ async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test]
+async fn cached_client_finalizer_writes_are_conditional_and_read_at_once() -> anyhow::Result<()> {
+    const MINE: &str = "kore.dev/test";
+    let env = TestEnv::builder().without_root_ca().start().await?;
+    let client = env.client();
+    let informers = Informers::new(client.clone());
+    let informer = informers.get::<ConfigMap>(InformerConfig::default());
+    let shutdown = CancellationToken::new();
+    informers.start(shutdown.clone());
+    tokio::time::timeout(WAIT, informers.wait_until_synced()).await?;
+    let cached = CachedClient::new(client.clone(), informer.clone());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let key = ObjectKey::namespaced("default", "held");
+
+    let stale = cached
+        .create(&cm("default", "held", &[]), &PostParams::default())
+        .await?;
+    // Another writer adds its finalizer: a write computed from the stale copy conflicts
+    // and leaves the other finalizer in place; nothing is recorded.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["other.dev/x"]}})),
+    )
+    .await?;
+    let err = cached
+        .try_add_finalizer(&stale, MINE)
+        .await
+        .expect_err("a write from a stale object conflicts");
+    assert!(
+        matches!(err, kore_runtime::client::Error::Api(kube::Error::Api(ref s)) if s.code == 409),
+        "{err}"
+    );
+    assert_eq!(
+        api.get("held").await?.metadata.finalizers,
+        Some(vec!["other.dev/x".to_owned()])
+    );
+
+    // From a fresh copy it is written, and readable from the cache at once.
+    let fresh = Arc::new(api.get("held").await?);
+    let written = cached.try_add_finalizer(&fresh, MINE).await?;
+    let want = Some(vec!["other.dev/x".to_owned(), MINE.to_owned()]);
+    assert_eq!(written.metadata.finalizers, want);
+    let read = cached.get(&key).context("cached")?;
+    assert_eq!(
+        read.metadata.resource_version,
+        written.metadata.resource_version
+    );
+    assert_eq!(read.metadata.finalizers, want);
+    // Present already: no write, the same object back.
+    let again = cached.try_add_finalizer(&written, MINE).await?;
+    assert!(Arc::ptr_eq(&again, &written));
+    assert_eq!(
+        api.get("held").await?.metadata.resource_version,
+        written.metadata.resource_version
+    );
+
+    // Removal keeps the other finalizer; absent, it writes nothing.
+    let removed = cached
+        .try_remove_finalizer(&written, MINE)
+        .await?
+        .context("still there")?;
+    assert_eq!(
+        removed.metadata.finalizers,
+        Some(vec!["other.dev/x".to_owned()])
+    );
+    assert_eq!(
+        cached
+            .get(&key)
+            .context("cached")?
+            .metadata
+            .resource_version,
+        removed.metadata.resource_version
+    );
+    let same = cached
+        .try_remove_finalizer(&removed, MINE)
+        .await?
+        .context("still there")?;
+    assert!(Arc::ptr_eq(&same, &removed));
+
+    // Gone from the server: removal says so instead of failing.
+    let mut gone = (*removed).clone();
+    gone.metadata.name = Some("never-existed".into());
+    gone.metadata.finalizers = Some(vec![MINE.to_owned()]);
+    assert!(
+        cached
+            .try_remove_finalizer(&Arc::new(gone), MINE)
+            .await?
+            .is_none()
+    );
+    shutdown.cancel();
+    Ok(())
+}
+
 async fn next_applied(
     sub: &mut kore_runtime::Subscription<ConfigMap>,
 ) -> anyhow::Result<Arc<ConfigMap>> {

@@ -28,9 +28,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kore_runtime::conditions::{DesiredCondition, set_condition};
 use kore_runtime::controller::{Action, ReconcileError, Reconciler, Request};
 use kore_runtime::events::{Event, EventType, Recorder, Reporter};
-use kore_runtime::{CachedClient, ObjectKey, Store, finalizer};
+use kore_runtime::{CachedClient, ObjectKey, Store};
 use kube::Resource as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 
 use crate::copy::{self, owner_of};
@@ -100,13 +100,12 @@ pub enum Error {
     Serialize(#[source] serde_json::Error),
     /// Adding or removing the finalizer failed; retried with backoff.
     #[error("updating the finalizer")]
-    Finalizer(#[source] kube::Error),
+    Finalizer(#[source] kore_runtime::client::Error),
 }
 
 /// Reconciles ConfigMapSyncs; built by [`crate::register`].
 #[derive(Clone)]
 pub struct SyncReconciler {
-    client: kube::Client,
     syncs: CachedClient<ConfigMapSync>,
     configmaps: CachedClient<ConfigMap>,
     namespaces: Store<Namespace>,
@@ -263,32 +262,21 @@ impl std::fmt::Debug for SyncReconciler {
 }
 
 impl SyncReconciler {
-    /// A reconciler writing with `client`, reading ConfigMapSyncs, ConfigMaps and Namespaces
-    /// from these caches.
+    /// A reconciler recording its Events with `client`, reading ConfigMapSyncs, ConfigMaps
+    /// and Namespaces from these caches and writing through the first two.
     pub fn new(
         client: kube::Client,
         syncs: CachedClient<ConfigMapSync>,
         configmaps: CachedClient<ConfigMap>,
         namespaces: Store<Namespace>,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter::new(format!("kore.dev/{}", crate::NAME)),
-        );
+        let recorder = Recorder::new(client, Reporter::new(format!("kore.dev/{}", crate::NAME)));
         SyncReconciler {
-            client,
             syncs,
             configmaps,
             namespaces,
             recorder,
         }
-    }
-
-    fn api(&self, key: &ObjectKey) -> Api<ConfigMapSync> {
-        Api::namespaced(
-            self.client.clone(),
-            key.namespace.as_deref().unwrap_or_default(),
-        )
     }
 
     /// Where the copies of `sync` belong, or why that can never be worked out.
@@ -680,7 +668,8 @@ impl Reconciler<ConfigMapSync> for SyncReconciler {
         if sync.metadata.deletion_timestamp.is_some() {
             if has_finalizer(&sync) {
                 self.delete_copies(&key, |_| false).await?;
-                finalizer::try_remove_finalizer(&self.api(&key), &sync, FINALIZER)
+                self.syncs
+                    .try_remove_finalizer(&sync, FINALIZER)
                     .await
                     .map_err(Error::Finalizer)?;
             }
@@ -704,11 +693,10 @@ impl Reconciler<ConfigMapSync> for SyncReconciler {
         let sync: Arc<ConfigMapSync> = if has_finalizer(&sync) {
             sync
         } else {
-            Arc::new(
-                finalizer::try_add_finalizer(&self.api(&key), &sync, FINALIZER)
-                    .await
-                    .map_err(Error::Finalizer)?,
-            )
+            self.syncs
+                .try_add_finalizer(&sync, FINALIZER)
+                .await
+                .map_err(Error::Finalizer)?
         };
         self.sync(&sync, &key, targets, &previous).await?;
         Ok(Action::done())
