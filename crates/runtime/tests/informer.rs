@@ -554,16 +554,23 @@ async fn a_slow_subscriber_resyncs_without_blocking_the_others() -> anyhow::Resu
     Ok(())
 }
 
-#[tokio::test]
-async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
-    let env = TestEnv::builder().without_root_ca().start().await?;
-    let client = env.client();
+/// A `CachedClient` of ConfigMaps over a started, synced informer; cancel the token to stop it.
+async fn synced_cached_client(
+    client: &kube::Client,
+) -> anyhow::Result<(CachedClient<ConfigMap>, CancellationToken)> {
     let informers = Informers::new(client.clone());
     let informer = informers.get::<ConfigMap>(InformerConfig::default());
     let shutdown = CancellationToken::new();
     informers.start(shutdown.clone());
     tokio::time::timeout(WAIT, informers.wait_until_synced()).await?;
-    let cached = CachedClient::new(client.clone(), informer.clone());
+    Ok((CachedClient::new(client.clone(), informer), shutdown))
+}
+
+#[tokio::test]
+async fn cached_client_reads_its_own_writes_at_once() -> anyhow::Result<()> {
+    let env = TestEnv::builder().without_root_ca().start().await?;
+    let client = env.client();
+    let (cached, shutdown) = synced_cached_client(&client).await?;
 
     let key = ObjectKey::namespaced("default", "mine");
     for round in 0..20 {
@@ -618,12 +625,7 @@ async fn cached_client_finalizer_writes_are_conditional_and_read_at_once() -> an
     const MINE: &str = "kore.dev/test";
     let env = TestEnv::builder().without_root_ca().start().await?;
     let client = env.client();
-    let informers = Informers::new(client.clone());
-    let informer = informers.get::<ConfigMap>(InformerConfig::default());
-    let shutdown = CancellationToken::new();
-    informers.start(shutdown.clone());
-    tokio::time::timeout(WAIT, informers.wait_until_synced()).await?;
-    let cached = CachedClient::new(client.clone(), informer.clone());
+    let (cached, shutdown) = synced_cached_client(&client).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let key = ObjectKey::namespaced("default", "held");
 
