@@ -129,7 +129,11 @@ impl<K: Informable + Serialize> CachedClient<K> {
         // The returned Arc is the one the store's readers of this version share.
         match store.apply(&packed) {
             Outcome::Stale(Some(shared)) => Ok(shared),
-            _ => Ok(packed.obj),
+            Outcome::Stale(None) => Ok(packed.obj),
+            Outcome::Changed(..) => {
+                store.recorded(packed.entry.rv());
+                Ok(packed.obj)
+            }
         }
     }
 

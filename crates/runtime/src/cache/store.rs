@@ -27,6 +27,7 @@
 
 use super::{Map, Set};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::de::DeserializeOwned;
@@ -72,6 +73,10 @@ struct Shared<K> {
     /// Where objects are packed before their entry is allocated at its final size.
     scratch: std::sync::Mutex<Vec<u8>>,
     synced: watch::Sender<bool>,
+    /// The highest resourceVersion a `CachedClient` recorded from a write's answer: while
+    /// the watch is behind it, watch events may be the echoes of those writes
+    /// ([`Store::echo`]).
+    recorded: AtomicU64,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -279,6 +284,7 @@ impl<K> Store<K> {
                 dict: Dictionary::default(),
                 scratch: std::sync::Mutex::new(Vec::new()),
                 synced: watch::Sender::new(false),
+                recorded: AtomicU64::new(0),
                 _kind: PhantomData,
             }),
         }
@@ -492,6 +498,41 @@ impl<K: DeserializeOwned> Store<K> {
             });
         }
         self.pack_typed(obj)
+    }
+
+    /// Notes that a `CachedClient` applied version `rv` of an object from a write's answer.
+    pub(crate) fn recorded(&self, rv: u64) {
+        self.shared.recorded.fetch_max(rv, Ordering::Relaxed);
+    }
+
+    /// Whether a watch that has seen up to resourceVersion `watched` may still bring back the
+    /// echo of a recorded write (see [`Store::echo`]).
+    pub(crate) fn expects_echoes(&self, watched: u64) -> bool {
+        self.shared.recorded.load(Ordering::Relaxed) > watched
+    }
+
+    /// A watch event's object as the cache already holds it: when version `rv` of `key` is
+    /// the cached one and its decoded object is at hand, the event (typically the echo of a
+    /// write a `CachedClient` recorded) needs no parsing. Returns that object, hollow:
+    /// applying it changes nothing, and should the cache move back before it is applied, it
+    /// is packed from the shared object, which is this very version.
+    pub(crate) fn echo(&self, key: &str, rv: u64) -> Option<Packed<K>> {
+        if rv == 0 {
+            return None;
+        }
+        let obj = {
+            let state = self.read();
+            let cur = state.entries.get(key)?;
+            if cur.rv() != rv {
+                return None;
+            }
+            self.shared.decoded.get(cur)?
+        };
+        Some(Packed {
+            entry: Entry::new(key, rv, &[]),
+            obj,
+            hollow: true,
+        })
     }
 
     /// Whether applying version `rv` of `key` would be stale (see [`Store::apply`]).

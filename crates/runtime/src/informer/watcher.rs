@@ -12,6 +12,7 @@
 //! [`Watcher::step`] performs one transition and returns at most one event. It never sleeps;
 //! the informer loop owns backoff and cancellation.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 
 use futures::{AsyncBufReadExt, Stream, StreamExt};
@@ -123,6 +124,34 @@ struct WatchLine<K> {
 /// Whether a watch event of this type carries one of the kind's objects.
 fn carries_object(kind: &str) -> bool {
     matches!(kind, "ADDED" | "MODIFIED" | "DELETED")
+}
+
+/// What a watch line says about its object's identity, read without building the object
+/// (every other field is skipped unparsed): enough to find an echo in the cache
+/// ([`Ctx::echo`]).
+#[derive(serde::Deserialize)]
+struct PeekLine<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    object: Option<PeekObject<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekObject<'a> {
+    #[serde(borrow)]
+    metadata: Option<PeekMeta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PeekMeta<'a> {
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    resource_version: Option<Cow<'a, str>>,
 }
 
 /// Parses a watch line, packing its object as it is parsed.
@@ -378,6 +407,14 @@ where
         rv: String,
         lines: Lines,
     ) -> (Result<Option<Event<K>>, Error>, State) {
+        if self.store.expects_echoes(parse_rv(Some(&rv)))
+            && let Some((packed, rv)) = self.echo(line)
+        {
+            return (
+                Ok(Some(Event::Applied(packed))),
+                State::Watching { rv, lines },
+            );
+        }
         let mut de = serde_json::Deserializer::from_str(line);
         let parsed = serde::de::DeserializeSeed::deserialize(LineSeed { ctx: self }, &mut de)
             .and_then(|p| de.end().map(|()| p));
@@ -449,6 +486,28 @@ where
                 (Ok(Some(event)), State::Watching { rv, lines })
             }
         }
+    }
+
+    /// A watch line that adds or modifies an object at the version the cache holds, with its
+    /// decoded object at hand: the echo of a write a `CachedClient` recorded, in the common
+    /// case. It is checked to be well-formed JSON, and only the object's name, namespace and
+    /// resourceVersion are read; the event carries the cached object (the one subscribers of
+    /// a parsed echo got as well), so the object is never parsed. Returns the event's object
+    /// and its resourceVersion.
+    fn echo(&self, line: &str) -> Option<(Packed<K>, String)> {
+        let peek: PeekLine<'_> = serde_json::from_str(line).ok()?;
+        if !matches!(&*peek.kind, "ADDED" | "MODIFIED") {
+            return None;
+        }
+        let meta = peek.object?.metadata?;
+        let name = meta.name?;
+        let rv = meta.resource_version?;
+        let key = match meta.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.into_owned(),
+        };
+        let packed = self.store.echo(&key, parse_rv(Some(&rv)))?;
+        Some((packed, rv.into_owned()))
     }
 
     async fn list_page(
@@ -687,6 +746,56 @@ mod tests {
         assert!(seen[1].contains("watch=true") && seen[1].contains("resourceVersion=12"));
         assert!(seen[1].contains("allowWatchBookmarks=true"), "{seen:?}");
         assert!(seen[3].contains("resourceVersion=30"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn the_echo_of_a_recorded_write_is_not_parsed_and_carries_the_cached_object() {
+        // The cache holds version 13 of ns/a, recorded from a write's answer.
+        let store: Store<ConfigMap> = Store::new(16);
+        let mut written = ConfigMap::default();
+        written.metadata.name = Some("a".into());
+        written.metadata.namespace = Some("ns".into());
+        written.metadata.resource_version = Some("13".into());
+        let packed = store.pack_typed(written).expect("packs");
+        let cached = Arc::clone(&packed.obj);
+        store.apply(&packed);
+        store.recorded(13);
+
+        // Each line's object is not a ConfigMap (`data` is a number), so only a line whose
+        // object is never parsed can come through as an event.
+        let bad = |kind: &str, name: &str, rv: u64| {
+            format!(
+                r#"{{"type":"{kind}","object":{{"kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":5}}}}"#
+            )
+        };
+        let lines = [
+            bad("ADDED", "a", 13),    // the echo: the cached object, unparsed
+            bad("MODIFIED", "a", 14), // newer than the recorded write: parsed, refused
+            bad("MODIFIED", "b", 13), // another key: parsed, refused
+        ];
+        let script = Script::default();
+        script
+            .answers
+            .lock()
+            .expect("not poisoned")
+            .extend([(200, page(&[], 12, None)), (200, lines.join("\n") + "\n")]);
+        let client = kube::Client::new(script.clone(), "default");
+        let mut w = Watcher::new(client, InformerConfig::default(), store);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match w.step().await {
+                Ok(Some(Event::Applied(p))) => {
+                    assert!(Arc::ptr_eq(&p.obj, &cached), "the cached object");
+                    assert!(p.hollow, "nothing to pack");
+                    got.push(format!("Applied({}@{})", p.entry.key(), p.entry.rv()));
+                }
+                Ok(_) => {}
+                Err(e) => got.push(format!("Err({e})")),
+            }
+        }
+        assert_eq!(got[0], "Applied(ns/a@13)");
+        assert!(got[1].starts_with("Err(decoding"), "{got:?}");
+        assert!(got[2].starts_with("Err(decoding"), "{got:?}");
     }
 
     #[tokio::test]
