@@ -40,6 +40,16 @@ impl ObjectKey {
         }
     }
 
+    /// The display form of the key of the object whose metadata holds `namespace` and
+    /// `name`, as [`ObjectKey::of`] and `to_string` would make it (an empty namespace is a
+    /// cluster-scoped object's), without building the key.
+    pub(crate) fn display_form(namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_owned(),
+        }
+    }
+
     /// Parses the display form back (`ns/name` or `name`).
     pub(crate) fn parse(s: &str) -> ObjectKey {
         match s.split_once('/') {
@@ -77,5 +87,8 @@ mod tests {
         }
         assert_eq!(ObjectKey::namespaced("ns", "a").to_string(), "ns/a");
         assert_eq!(ObjectKey::cluster("n").to_string(), "n");
+        assert_eq!(ObjectKey::display_form(Some("ns"), "a"), "ns/a");
+        assert_eq!(ObjectKey::display_form(Some(""), "n"), "n");
+        assert_eq!(ObjectKey::display_form(None, "n"), "n");
     }
 }

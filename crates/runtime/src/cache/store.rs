@@ -229,6 +229,17 @@ pub(crate) struct Packed<K> {
     pub(crate) hollow: bool,
 }
 
+impl<K> Packed<K> {
+    /// Version `rv` of `key`, whose object is `obj`, left unpacked (see `hollow`).
+    fn hollow(key: &str, rv: u64, obj: Arc<K>) -> Self {
+        Packed {
+            entry: Entry::new(key, rv, &[]),
+            obj,
+            hollow: true,
+        }
+    }
+}
+
 /// An object of a list being built: packed, with its index values computed at once so the
 /// decoded object need not be kept until the list is complete.
 pub(crate) struct Listed {
@@ -491,11 +502,7 @@ impl<K: DeserializeOwned> Store<K> {
         let rv = parse_rv(obj.meta().resource_version.as_deref());
         let key = ObjectKey::of(&obj).to_string();
         if rv != 0 && self.holds_at_least(&key, rv) {
-            return Ok(Packed {
-                entry: Entry::new(&key, rv, &[]),
-                obj: Arc::new(obj),
-                hollow: true,
-            });
+            return Ok(Packed::hollow(&key, rv, Arc::new(obj)));
         }
         self.pack_typed(obj)
     }
@@ -528,11 +535,7 @@ impl<K: DeserializeOwned> Store<K> {
             }
             self.shared.decoded.get(cur)?
         };
-        Some(Packed {
-            entry: Entry::new(key, rv, &[]),
-            obj,
-            hollow: true,
-        })
+        Some(Packed::hollow(key, rv, obj))
     }
 
     /// Whether applying version `rv` of `key` would be stale (see [`Store::apply`]).

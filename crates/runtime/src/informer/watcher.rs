@@ -22,7 +22,7 @@ use kube::core::Request;
 use serde_json::Value;
 
 use super::{Error, Informable, InformerConfig};
-use crate::cache::{Listed, Packed, Store, parse_rv};
+use crate::cache::{Listed, ObjectKey, Packed, Store, parse_rv};
 
 type Lines = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 
@@ -502,10 +502,7 @@ where
         let meta = peek.object?.metadata?;
         let name = meta.name?;
         let rv = meta.resource_version?;
-        let key = match meta.namespace.as_deref() {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-            _ => name.into_owned(),
-        };
+        let key = ObjectKey::display_form(meta.namespace.as_deref(), &name);
         let packed = self.store.echo(&key, parse_rv(Some(&rv)))?;
         Some((packed, rv.into_owned()))
     }
