@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
-use crate::state::{Inner, Popped, Settle, SlotId, State, Wake, count_add, run_timer};
+use crate::state::{CacheLine, Inner, Popped, Settle, SlotId, State, Wake, count_add, run_timer};
 use crate::{MAX_DELAY, QueueConfig, Retry};
 
 /// A workqueue of keys. Cheap to clone; clones share the queue.
@@ -60,15 +60,15 @@ where
     /// Outside a Tokio runtime (it spawns the task that releases delayed keys).
     pub fn new(config: QueueConfig) -> Self {
         let stop = CancellationToken::new();
-        let parked = Arc::new(AtomicUsize::new(0));
+        let parked = Arc::new(CacheLine(AtomicUsize::new(0)));
         let inner = Arc::new(Inner {
-            state: Mutex::new(State::new(
+            state: CacheLine(Mutex::new(State::new(
                 config.backoff,
                 config.bucket,
                 config.max_retries,
                 parked.clone(),
-            )),
-            inbox: Mutex::new(Vec::new()),
+            ))),
+            inbox: CacheLine(Mutex::new(Vec::new())),
             hasher: foldhash::fast::RandomState::default(),
             parked,
             idle: Notify::new(),

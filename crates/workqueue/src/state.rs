@@ -56,20 +56,69 @@ pub(super) const STALE_MIN: usize = 1024;
 /// amortises one acquisition of the state's lock over this many adds.
 pub(super) const INBOX_MAX: usize = 256;
 
+/// A key's hash as the queue keeps it: 32 bits of foldhash's output, stored beside the slot
+/// number in each index entry so the index grows and is rebuilt without reading a slot.
+pub(super) type KeyHash = u32;
+
+/// An index entry: a slot number and its key's hash.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    slot: SlotId,
+    hash: KeyHash,
+}
+
+/// The 64-bit hash the index's table places `hash` by: an odd multiplier spreads the 32 bits
+/// over the high bits that hashbrown's control bytes use, and keeps the low bits that pick
+/// the bucket as foldhash made them.
+fn spread(hash: KeyHash) -> u64 {
+    u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// [`spread`] of an entry, for the table to move it when it grows.
+fn entry_hash(e: &Entry) -> u64 {
+    spread(e.hash)
+}
+
 pub(super) struct Inner<K> {
-    pub(super) state: Mutex<State<K>>,
+    pub(super) state: CacheLine<Mutex<State<K>>>,
     /// Keys added and not yet moved into `state` (see [`Inner::drain`]), each hashed by the
     /// thread that added it.
-    pub(super) inbox: Mutex<Vec<Incoming<K>>>,
+    pub(super) inbox: CacheLine<Mutex<Vec<Incoming<K>>>>,
     /// The hasher of `state`'s index, so keys are hashed outside both locks ([`Inner::hash`]).
     pub(super) hasher: foldhash::fast::RandomState,
     /// How many workers are parked in `state.waiters`, readable without the state's lock.
-    pub(super) parked: Arc<AtomicUsize>,
+    pub(super) parked: Parked,
     /// Wakes `shutdown_with_drain` when the last guard settles.
     pub(super) idle: Notify,
     pub(super) metrics: Option<Hook>,
     /// Stops the timer task when the last handle goes.
     pub(super) _timer: DropGuard,
+}
+
+/// A value on cache lines of its own. The adding thread takes the inbox's lock for every key
+/// while the workers take the state's: sharing a line, each would pull the other's lock word
+/// (and the state's fields) away from the cores that use it. 128 bytes, because x86 cores
+/// fetch lines in adjacent pairs.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(super) struct CacheLine<T>(pub(super) T);
+
+/// How many workers are parked, shared by the state (which writes it under its lock) and
+/// the adding thread (which reads it for every key), on lines of its own.
+pub(super) type Parked = Arc<CacheLine<AtomicUsize>>;
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for CacheLine<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
 }
 
 impl<K> Drop for Inner<K> {
@@ -103,7 +152,7 @@ pub(super) struct State<K> {
     pub(super) ready: VecDeque<SlotId>,
     pub(super) slots: Vec<Slot<K>>,
     pub(super) free: Vec<SlotId>,
-    pub(super) index: HashTable<SlotId>,
+    pub(super) index: HashTable<Entry>,
     /// Index entries whose slot was freed since the index was last rebuilt.
     pub(super) stale: usize,
     pub(super) delayed: DelayQueue<SlotId>,
@@ -121,8 +170,8 @@ pub(super) struct State<K> {
 #[derive(Debug)]
 pub(super) struct Slot<K> {
     pub(super) key: Option<Arc<K>>,
-    /// The key's hash, so the index can grow and drop the slot without hashing the key again.
-    pub(super) hash: u64,
+    /// The key's hash, so the index can be rebuilt without hashing the key again.
+    pub(super) hash: KeyHash,
     /// Added and not yet handed out (client-go's "dirty").
     pub(super) queued: bool,
     /// Held by a guard.
@@ -138,7 +187,7 @@ pub(super) struct Slot<K> {
 }
 
 impl<K> Slot<K> {
-    fn new(key: Arc<K>, hash: u64) -> Self {
+    fn new(key: Arc<K>, hash: KeyHash) -> Self {
         Slot {
             key: Some(key),
             hash,
@@ -171,11 +220,11 @@ pub(super) struct Waiters {
     next_ticket: u64,
     /// The list's length, published for adds that do not take the state's lock
     /// ([`Inner::parked`]).
-    parked: Arc<AtomicUsize>,
+    parked: Parked,
 }
 
 impl Waiters {
-    fn new(parked: Arc<AtomicUsize>) -> Self {
+    fn new(parked: Parked) -> Self {
         Waiters {
             list: Vec::new(),
             next_ticket: 0,
@@ -270,7 +319,7 @@ pub(super) struct Added {
 /// A key in the inbox: added, hashed, not yet in the state.
 pub(super) struct Incoming<K> {
     pub(super) key: Arc<K>,
-    pub(super) hash: u64,
+    pub(super) hash: KeyHash,
     /// When it was added (kept only with metrics).
     pub(super) at: Option<Instant>,
 }
@@ -294,7 +343,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         backoff: ExponentialBackoff,
         bucket: TokenBucket,
         max_retries: Option<u32>,
-        parked: Arc<AtomicUsize>,
+        parked: Parked,
     ) -> Self {
         State {
             ready: VecDeque::new(),
@@ -314,22 +363,24 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// The slot of `key`, whose hash ([`Inner::hash`]) is `hash`, if it has one.
-    pub(super) fn find(&self, key: &K, hash: u64) -> Option<SlotId> {
+    pub(super) fn find(&self, key: &K, hash: KeyHash) -> Option<SlotId> {
         let slots = &self.slots;
         self.index
-            .find(hash, |&id| slots[id as usize].key.as_deref() == Some(key))
-            .copied()
+            .find(spread(hash), |e| {
+                e.hash == hash && slots[e.slot as usize].key.as_deref() == Some(key)
+            })
+            .map(|e| e.slot)
     }
 
     /// The slot of `key`, whose hash is `hash`, made if it has none.
-    fn slot_of(&mut self, key: Arc<K>, hash: u64) -> SlotId {
+    fn slot_of(&mut self, key: Arc<K>, hash: KeyHash) -> SlotId {
         let slots = &self.slots;
         match self.index.entry(
-            hash,
-            |&id| slots[id as usize].key.as_deref() == Some(&*key),
-            |&id| slots[id as usize].hash,
+            spread(hash),
+            |e| e.hash == hash && slots[e.slot as usize].key.as_deref() == Some(&*key),
+            entry_hash,
         ) {
-            hash_table::Entry::Occupied(o) => *o.get(),
+            hash_table::Entry::Occupied(o) => o.get().slot,
             hash_table::Entry::Vacant(v) => {
                 let id = match self.free.pop() {
                     Some(id) => {
@@ -343,7 +394,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                         id
                     }
                 };
-                v.insert(id);
+                v.insert(Entry { slot: id, hash });
                 id
             }
         }
@@ -355,7 +406,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn add_hashed(
         &mut self,
         key: Arc<K>,
-        hash: u64,
+        hash: KeyHash,
         now: Option<Instant>,
         wake: &mut Wake,
     ) -> Added {
@@ -392,7 +443,7 @@ impl<K: Clone + Eq + Hash> State<K> {
 
     /// Schedules `key`, whose hash is `hash`, to be added at `when`, keeping an earlier
     /// deadline if it has one.
-    pub(super) fn add_at(&mut self, key: Arc<K>, hash: u64, when: Instant) {
+    pub(super) fn add_at(&mut self, key: Arc<K>, hash: KeyHash, when: Instant) {
         if self.shut_down {
             return;
         }
@@ -545,15 +596,22 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// over the frees that made them, it costs a few sequential reads per free instead of
     /// the random one an immediate removal costs.
     fn rebuild_index(&mut self) {
-        let slots = &self.slots;
+        let live = self.live_keys();
         self.index.clear();
-        self.index
-            .shrink_to(self.live_keys(), |&id| slots[id as usize].hash);
-        for (id, slot) in slots.iter().enumerate() {
+        // The table keeps its buckets, so the keys that come next do not grow it again from
+        // a small size, unless it is far larger than the keys it holds.
+        if self.index.capacity() > 4 * (live + STALE_MIN) {
+            self.index.shrink_to(2 * live, entry_hash);
+        }
+        for (id, slot) in self.slots.iter().enumerate() {
             if slot.key.is_some() {
                 let id = SlotId::try_from(id).expect("slot numbers fit in a SlotId");
+                let entry = Entry {
+                    slot: id,
+                    hash: slot.hash,
+                };
                 self.index
-                    .insert_unique(slot.hash, id, |&x| slots[x as usize].hash);
+                    .insert_unique(spread(slot.hash), entry, entry_hash);
             }
         }
         self.stale = 0;
@@ -625,9 +683,9 @@ where
         full || self.parked.load(Ordering::SeqCst) > 0
     }
 
-    /// The hash of `key` in `state`'s index.
-    pub(super) fn hash(&self, key: &K) -> u64 {
-        self.hasher.hash_one(key)
+    /// The hash of `key` in `state`'s index: the low 32 bits of foldhash's.
+    pub(super) fn hash(&self, key: &K) -> KeyHash {
+        self.hasher.hash_one(key) as KeyHash
     }
 
     /// `key` ready for the state: hashed, and shared so handing it out copies a pointer.
