@@ -8,8 +8,9 @@
 //! Each key with anything to remember lives in one *slot* of a slab (`slots`, reused through
 //! `free`), and everything else refers to it by its slot number: the FIFO of ready keys, the
 //! delay queue and the [`Guard`](crate::Guard) of a handed-out key. A key is hashed once, when
-//! it is added: the index from keys to slots (`index`, a hash table of slot numbers that
-//! remembers each slot's hash) is searched only by `add` and by the queries that take a key.
+//! it is added: the index from keys to slots (`index`, a hash table of slot numbers, each
+//! beside 32 bits of its key's hash) is searched only by `add` and by the queries that take
+//! a key.
 //! Handing out and settling go straight to the slot, and the FIFO holds 4-byte numbers, not
 //! keys. The key itself is an `Arc<K>` that the slot and the guard share, so handing it out
 //! copies a pointer.
