@@ -699,7 +699,7 @@ where
     }
 
     /// Moves the inbox's keys into `state`, in the order they were added, as
-    /// [`State::add`] would have. Returns how many were queued (for the adds metric).
+    /// [`State::add_hashed`] would have. Returns how many were queued (for the adds metric).
     pub(super) fn drain(&self, state: &mut State<K>, wake: &mut Wake) -> usize {
         if !self.uses_inbox() {
             return 0;
