@@ -80,6 +80,14 @@ fn entry_hash(e: &Entry) -> u64 {
     spread(e.hash)
 }
 
+impl Entry {
+    /// Whether this entry is `key`'s, whose hash is `hash`: the hashes are compared first,
+    /// so a non-matching entry reads no slot; a stale entry's slot holds no key or another.
+    fn is<K: Eq>(&self, slots: &[Slot<K>], key: &K, hash: KeyHash) -> bool {
+        self.hash == hash && slots[self.slot as usize].key.as_deref() == Some(key)
+    }
+}
+
 pub(super) struct Inner<K> {
     pub(super) state: CacheLine<Mutex<State<K>>>,
     /// Keys added and not yet moved into `state` (see [`Inner::drain`]), each hashed by the
@@ -367,20 +375,17 @@ impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn find(&self, key: &K, hash: KeyHash) -> Option<SlotId> {
         let slots = &self.slots;
         self.index
-            .find(spread(hash), |e| {
-                e.hash == hash && slots[e.slot as usize].key.as_deref() == Some(key)
-            })
+            .find(spread(hash), |e| e.is(slots, key, hash))
             .map(|e| e.slot)
     }
 
     /// The slot of `key`, whose hash is `hash`, made if it has none.
     fn slot_of(&mut self, key: Arc<K>, hash: KeyHash) -> SlotId {
         let slots = &self.slots;
-        match self.index.entry(
-            spread(hash),
-            |e| e.hash == hash && slots[e.slot as usize].key.as_deref() == Some(&*key),
-            entry_hash,
-        ) {
+        match self
+            .index
+            .entry(spread(hash), |e| e.is(slots, &key, hash), entry_hash)
+        {
             hash_table::Entry::Occupied(o) => o.get().slot,
             hash_table::Entry::Vacant(v) => {
                 let id = match self.free.pop() {
