@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next};
+use super::level::{self, Next, Scope};
 use crate::registry::Registry;
 use crate::registry::rest::{DeleteOptions, Part, WriteOptions, now_rfc3339};
 
@@ -56,7 +56,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
         registry,
         &stop,
         "apiservices",
-        &[CRDS, APISERVICES],
+        &[Scope::all(CRDS), Scope::all(APISERVICES)],
         |_| async move {
             sync(registry).await;
             Next::Wait

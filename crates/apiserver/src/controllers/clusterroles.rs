@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next};
+use super::level::{self, Next, Scope};
 use crate::auth::aggregation::aggregated_rules;
 use crate::registry::Registry;
 use crate::registry::rest::{Part, WriteOptions};
@@ -29,7 +29,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
         registry,
         &stop,
         "clusterroles",
-        &[CLUSTER_ROLES],
+        &[Scope::all(CLUSTER_ROLES)],
         |_| async move {
             aggregate_all(registry).await;
             Next::Wait

@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next};
+use super::level::{self, Next, Scope};
 use crate::api::error::ApiError;
 use crate::registry::crd::custom::Build;
 use crate::registry::crd::{self, CLEANUP_FINALIZER, STORAGE_PREFIX, has_condition};
@@ -41,16 +41,22 @@ const RECHECK: Duration = Duration::from_millis(200);
 pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
     let registry = &*registry;
     let prefix = format!("{STORAGE_PREFIX}/");
-    level::run(registry, &stop, "crd", &[prefix.as_str()], |_| async move {
-        match sync(registry).await {
-            Ok(false) => Next::Wait,
-            Ok(true) => Next::RecheckAfter(RECHECK),
-            Err(e) => {
-                tracing::warn!(error = %e, "CRD controller pass failed");
-                Next::RecheckAfter(RECHECK)
+    level::run(
+        registry,
+        &stop,
+        "crd",
+        &[Scope::all(&prefix)],
+        |_| async move {
+            match sync(registry).await {
+                Ok(false) => Next::Wait,
+                Ok(true) => Next::RecheckAfter(RECHECK),
+                Err(e) => {
+                    tracing::warn!(error = %e, "CRD controller pass failed");
+                    Next::RecheckAfter(RECHECK)
+                }
             }
-        }
-    })
+        },
+    )
     .await;
 }
 

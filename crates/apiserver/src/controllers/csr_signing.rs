@@ -19,7 +19,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next, Trigger};
+use super::level::{self, Next, Scope, Trigger};
 use crate::api::error::ApiError;
 use crate::auth::csr::{self, CsrError};
 use crate::auth::tls::CertificateAuthority;
@@ -44,7 +44,7 @@ pub async fn run(registry: Arc<Registry>, ca: CertificateAuthority, stop: Cancel
         registry,
         &stop,
         "csr-signer",
-        &[prefix_ref],
+        &[Scope::all(prefix_ref)],
         |trigger| async move {
             match trigger {
                 Trigger::Changed(events) => {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next};
+use super::level::{self, Next, Scope};
 use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::resource::Resource;
@@ -66,7 +66,7 @@ fn kinds(registry: &Registry) -> Option<Kinds> {
 }
 
 /// Runs the controller until `stop` is cancelled: the three objects are checked at start and
-/// after every change of a Service, Endpoints or EndpointSlice in `default`, against the
+/// after every change of the Service, Endpoints or EndpointSlice `default/kubernetes`, against the
 /// address `addr` holds.
 pub async fn run(
     registry: Arc<Registry>,
@@ -81,14 +81,15 @@ pub async fn run(
         k.endpoints.collection_prefix(Some(NAMESPACE)),
         k.slices.collection_prefix(Some(NAMESPACE)),
     ];
-    let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+    // Only the three objects named `kubernetes`: other Services in `default` do not wake it.
+    let scopes: Vec<Scope<'_>> = prefixes.iter().map(|p| Scope::named(p, NAME)).collect();
     let registry = &*registry;
     let addr = &addr;
     level::run(
         registry,
         &stop,
         "kubernetes-service",
-        &prefixes,
+        &scopes,
         |_| async move {
             let now = *addr.borrow();
             ensure(registry, now).await;

@@ -47,6 +47,29 @@ pub(crate) enum Trigger {
     Recheck,
 }
 
+/// What one of a loop's watches covers: the keys under a storage prefix, or only those of one
+/// name under it (the loop then sleeps through writes to other names).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scope<'a> {
+    prefix: &'a str,
+    name: Option<&'a str>,
+}
+
+impl<'a> Scope<'a> {
+    /// Every key under `prefix`.
+    pub(crate) const fn all(prefix: &'a str) -> Scope<'a> {
+        Scope { prefix, name: None }
+    }
+
+    /// The keys under `prefix` whose last segment is `name`.
+    pub(crate) const fn named(prefix: &'a str, name: &'a str) -> Scope<'a> {
+        Scope {
+            prefix,
+            name: Some(name),
+        }
+    }
+}
+
 /// What a pass wants next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -57,13 +80,13 @@ pub(crate) enum Next {
     RecheckAfter(Duration),
 }
 
-/// Runs `pass` as `name`'s level-triggered loop over the storage prefixes `prefixes` until
+/// Runs `pass` as `name`'s level-triggered loop over the storage scopes `scopes` until
 /// `stop` is cancelled (see the module docs).
 pub(crate) async fn run<F, Fut>(
     registry: &Registry,
     stop: &CancellationToken,
     name: &'static str,
-    prefixes: &[&str],
+    scopes: &[Scope<'_>],
     mut pass: F,
 ) where
     F: FnMut(Trigger) -> Fut,
@@ -71,9 +94,12 @@ pub(crate) async fn run<F, Fut>(
 {
     'watch: loop {
         let from = registry.store().current_rv();
-        let watchers: Result<Vec<Watcher>, StorageError> = prefixes
+        let watchers: Result<Vec<Watcher>, StorageError> = scopes
             .iter()
-            .map(|prefix| registry.store().watch(prefix, from))
+            .map(|scope| match scope.name {
+                None => registry.store().watch(scope.prefix, from),
+                Some(name) => registry.store().watch_name(scope.prefix, name, from),
+            })
             .collect();
         let mut watchers = match watchers {
             Ok(w) => w,
@@ -174,7 +200,7 @@ mod tests {
     /// answers `next`.
     fn spawn(
         registry: &Arc<Registry>,
-        prefixes: &'static [&'static str],
+        scopes: Vec<Scope<'static>>,
         next: Next,
     ) -> (Seen, CancellationToken, tokio::task::JoinHandle<()>) {
         let seen: Seen = Arc::default();
@@ -182,7 +208,7 @@ mod tests {
         let task = tokio::spawn({
             let (registry, stop, seen) = (registry.clone(), stop.clone(), seen.clone());
             async move {
-                run(&registry, &stop, "test", prefixes, |trigger| {
+                run(&registry, &stop, "test", &scopes, |trigger| {
                     let entry = match trigger {
                         Trigger::Resync => "resync".to_string(),
                         Trigger::Recheck => "recheck".to_string(),
@@ -221,7 +247,10 @@ mod tests {
         let registry = registry(StoreConfig::default());
         let (seen, stop, task) = spawn(
             &registry,
-            &["/core/configmaps/", "/core/secrets/"],
+            vec![
+                Scope::all("/core/configmaps/"),
+                Scope::all("/core/secrets/"),
+            ],
             Next::Wait,
         );
         assert_eq!(passes(&seen, 1).await, ["resync"]);
@@ -259,7 +288,7 @@ mod tests {
         let registry = registry(StoreConfig::default());
         let (seen, stop, task) = spawn(
             &registry,
-            &["/core/configmaps/"],
+            vec![Scope::all("/core/configmaps/")],
             Next::RecheckAfter(Duration::from_secs(1)),
         );
         let start = tokio::time::Instant::now();
@@ -272,7 +301,8 @@ mod tests {
     #[tokio::test]
     async fn a_loop_behind_the_history_resyncs_instead_of_stalling() {
         let registry = registry(StoreConfig::default().history_capacity(4));
-        let (seen, stop, task) = spawn(&registry, &["/core/configmaps/"], Next::Wait);
+        let (seen, stop, task) =
+            spawn(&registry, vec![Scope::all("/core/configmaps/")], Next::Wait);
         assert_eq!(passes(&seen, 1).await, ["resync"]);
         // Far more writes than the history holds, without giving the loop a turn between
         // (the test runtime has one thread), so its watch expires.

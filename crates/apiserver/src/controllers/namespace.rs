@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next};
+use super::level::{self, Next, Scope};
 use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::{DeleteOptions, Deleted, Part, Target, WriteOptions, now_rfc3339};
@@ -37,7 +37,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
         registry,
         &stop,
         "namespace",
-        &["/core/namespaces/"],
+        &[Scope::all("/core/namespaces/")],
         |_| async move {
             match sweep(registry).await {
                 Ok(false) => Next::Wait,

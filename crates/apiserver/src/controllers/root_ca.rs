@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next, Trigger};
+use super::level::{self, Next, Scope, Trigger};
 use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::{Part, WriteOptions};
@@ -37,7 +37,7 @@ pub async fn run(registry: Arc<Registry>, ca_pem: Arc<str>, stop: CancellationTo
         registry,
         &stop,
         "root-ca-publisher",
-        &[NAMESPACES, CONFIGMAPS],
+        &[Scope::all(NAMESPACES), Scope::named(CONFIGMAPS, NAME)],
         |trigger| async move {
             match trigger {
                 Trigger::Changed(events) => {

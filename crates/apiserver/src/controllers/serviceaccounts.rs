@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::level::{self, Next, Trigger};
+use super::level::{self, Next, Scope, Trigger};
 use crate::api::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::rest::WriteOptions;
@@ -33,7 +33,7 @@ pub async fn run(registry: Arc<Registry>, stop: CancellationToken) {
         registry,
         &stop,
         "serviceaccounts",
-        &[NAMESPACES, ACCOUNTS],
+        &[Scope::all(NAMESPACES), Scope::all(ACCOUNTS)],
         |trigger| async move {
             match trigger {
                 Trigger::Changed(events) => {

@@ -11,7 +11,7 @@ use super::Registry;
 use super::resource::Resource;
 use super::validation::FieldError;
 use crate::api::error::ApiError;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldOp, FieldSelector, LabelSelector};
 use crate::storage::{ListAt, ListOptions, Storage, StorageError, Stored};
 
 pub use crate::api::options::ListParams;
@@ -46,6 +46,16 @@ impl Selection {
             field,
             field_labels: extra,
         })
+    }
+
+    /// The one name the selection admits, when its field selector requires
+    /// `metadata.name=…`: a watch then needs to look at objects of that name only.
+    pub(crate) fn only_name(&self) -> Option<&str> {
+        self.field
+            .requirements()
+            .iter()
+            .find(|r| r.field == "metadata.name" && r.op == FieldOp::Eq)
+            .map(|r| r.value.as_str())
     }
 
     /// Whether nothing is filtered.

@@ -229,7 +229,14 @@ impl Registry {
         } else {
             requested.unwrap_or_else(|| self.store().current_rv())
         };
-        match self.store().watch(&res.collection_prefix(ns), start) {
+        let prefix = res.collection_prefix(ns);
+        // A watch of one object (`fieldSelector=metadata.name=…`, as `kubectl wait` and
+        // client-go's single-object informers send) sleeps through writes to other names.
+        let watched = match stream.selection.only_name() {
+            Some(name) => self.store().watch_name(&prefix, name, start),
+            None => self.store().watch(&prefix, start),
+        };
+        match watched {
             Ok(w) => stream.watcher = Some(w),
             Err(StorageError::Expired { requested, oldest }) => {
                 stream.pending.push_back(expired(requested, oldest));
@@ -244,6 +251,8 @@ impl Registry {
 impl WatchStream {
     /// The next event; `None` once the stream has ended (timeout, shutdown, an `ERROR` event
     /// sent, or the history closed).
+    ///
+    /// Cancel-safe: dropping the future loses no event and does not end the stream.
     pub async fn next(&mut self) -> Option<Event> {
         enum Woke {
             Stop,
@@ -258,7 +267,7 @@ impl WatchStream {
             if self.done {
                 return None;
             }
-            let mut watcher = self.watcher.take()?;
+            let watcher = self.watcher.as_mut()?;
             let shutdown = self.shutdown.clone();
             let woke = tokio::select! {
                 biased;
@@ -269,7 +278,6 @@ impl WatchStream {
                 }
                 next = watcher.next() => Woke::Event(next),
             };
-            self.watcher = Some(watcher);
             match woke {
                 Woke::Stop => return None,
                 // A last bookmark lets the client re-watch from the newest revision it saw.

@@ -16,7 +16,7 @@
 mod field;
 pub(crate) mod label;
 
-pub(crate) use field::FieldSelector;
+pub(crate) use field::{FieldOp, FieldSelector};
 pub(crate) use label::LabelSelector;
 
 /// Why a selector could not be parsed or converted.

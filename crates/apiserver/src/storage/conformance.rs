@@ -276,6 +276,33 @@ pub(super) async fn run_concurrent_updates_never_lose_a_write(s: Arc<dyn Storage
     assert_eq!(v["n"], 200);
 }
 
+pub(super) async fn run_watch_of_one_name_sees_that_name_only(s: &dyn Storage) {
+    let from = s.current_rv();
+    let a = s.create("/cm/ns/a", obj("a", "1")).await.expect("create");
+    s.create("/cm/ns/ab", obj("ab", "1")).await.expect("create");
+    s.create("/cm/ns/b", obj("b", "1")).await.expect("create");
+    let other = s.create("/cm/zz/a", obj("a", "1")).await.expect("create");
+    let mut w = s.watch_name("/cm/", "a", from).expect("watch");
+    assert_eq!(w.next().await.expect("event").rv, a.rv);
+    assert_eq!(w.next().await.expect("event").rv, other.rv);
+    assert!(w.try_next().expect("no error").is_none(), "not ab, not b");
+    // Live: a write to another name does not wake it, a write to its name does.
+    let mut live = s.watch_name("/cm/ns/", "a", s.current_rv()).expect("watch");
+    s.create("/cm/ns/c", obj("c", "1")).await.expect("create");
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), live.next())
+            .await
+            .is_err(),
+        "asleep through another name's write"
+    );
+    let d = s
+        .delete("/cm/ns/a", &Preconditions::default())
+        .await
+        .expect("delete");
+    let e = live.next().await.expect("event");
+    assert_eq!((e.kind, e.rv), (EventType::Deleted, d.rv));
+}
+
 async fn run_all(make: impl Fn() -> Arc<dyn Storage>) {
     run_create_assigns_increasing_revisions(&*make()).await;
     run_update_without_change_keeps_revision(&*make()).await;
@@ -285,6 +312,7 @@ async fn run_all(make: impl Fn() -> Arc<dyn Storage>) {
     run_watch_replays_from_a_revision(&*make()).await;
     run_deleted_event_carries_the_deletion_revision(&*make()).await;
     run_live_watch_sees_new_writes(make()).await;
+    run_watch_of_one_name_sees_that_name_only(&*make()).await;
     run_concurrent_updates_never_lose_a_write(make()).await;
 }
 

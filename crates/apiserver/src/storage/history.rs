@@ -218,12 +218,37 @@ impl Ring {
 /// Watchers are woken per resource: a watcher of `/core/configmaps/…` sleeps through writes to
 /// other resources. Each resource (the first two segments of a key) has its own channel
 /// carrying the published mark; watchers of broader prefixes, and waits for a revision, use
-/// the channel every publication goes to.
+/// the channel every publication goes to. A watcher of one name (a watch with the field
+/// selector `metadata.name=…`, the root CA publisher's watch of `kube-root-ca.crt`) has a
+/// channel of that name within its resource, and sleeps through writes to other names.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     ring: Arc<Mutex<Ring>>,
     notify: Arc<watch::Sender<u64>>,
-    channels: Arc<Mutex<HashMap<Box<str>, watch::Sender<u64>>>>,
+    channels: Arc<Mutex<HashMap<Box<str>, Channels>>>,
+}
+
+/// The channels of one resource.
+#[derive(Debug)]
+struct Channels {
+    /// Every publication of the resource.
+    all: watch::Sender<u64>,
+    /// Publications of one name (a key's last segment), for the names someone watches.
+    named: HashMap<Box<str>, watch::Sender<u64>>,
+}
+
+impl Channels {
+    fn new(published: u64) -> Channels {
+        Channels {
+            all: watch::channel(published).0,
+            named: HashMap::new(),
+        }
+    }
+}
+
+/// The name (last segment) of a key.
+fn name_of(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, name)| name)
 }
 
 /// The resource part (`/core/configmaps/`) of a key or of a prefix that reaches that deep.
@@ -286,25 +311,39 @@ impl History {
         self.notify.send_replace(rv);
         if let Some(resource) = resource_of(key) {
             let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(tx) = channels.get(resource) {
-                tx.send_replace(rv);
+            if let Some(c) = channels.get(resource) {
+                c.all.send_replace(rv);
+                if !c.named.is_empty()
+                    && let Some(tx) = c.named.get(name_of(key))
+                {
+                    tx.send_replace(rv);
+                }
             }
         }
     }
 
-    /// The channel that wakes watchers of `prefix`.
-    fn subscribe(&self, prefix: &str) -> watch::Receiver<u64> {
-        match resource_of(prefix) {
-            Some(resource) => {
-                let published = self.lock().published;
-                let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-                channels
-                    .entry(resource.into())
-                    .or_insert_with(|| watch::channel(published).0)
-                    .subscribe()
-            }
-            None => self.notify.subscribe(),
+    /// The channel that wakes watchers of `prefix` (of the keys named `name` only, if given).
+    fn subscribe(&self, prefix: &str, name: Option<&str>) -> watch::Receiver<u64> {
+        let Some(resource) = resource_of(prefix) else {
+            return self.notify.subscribe();
+        };
+        let published = self.lock().published;
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        let c = channels
+            .entry(resource.into())
+            .or_insert_with(|| Channels::new(published));
+        let Some(name) = name else {
+            return c.all.subscribe();
+        };
+        if let Some(tx) = c.named.get(name) {
+            return tx.subscribe();
         }
+        // Names nobody watches any more go before a new one comes, so the channels are
+        // bounded by the watchers, however many names they watched over time.
+        c.named.retain(|_, tx| tx.receiver_count() > 0);
+        let (tx, rx) = watch::channel(published);
+        c.named.insert(name.into(), tx);
+        rx
     }
 
     /// Waits until changes up to `rv` are visible, or `timeout` passes; returns whether they are.
@@ -351,7 +390,19 @@ impl History {
     }
 
     /// A watcher of keys under `prefix`, starting after revision `from`.
+    #[cfg(test)]
     pub(crate) fn watcher(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
+        self.watcher_of(prefix, None, from)
+    }
+
+    /// A watcher of keys under `prefix` (and named `name`, if given: keys whose last segment
+    /// it is), starting after revision `from`.
+    pub(crate) fn watcher_of(
+        &self,
+        prefix: &str,
+        name: Option<&str>,
+        from: u64,
+    ) -> Result<Watcher, StorageError> {
         let resource = resource_of(prefix).map(Box::<str>::from);
         let horizon = {
             let mut ring = self.lock();
@@ -367,8 +418,9 @@ impl History {
         }
         Ok(Watcher {
             history: self.clone(),
-            rx: self.subscribe(prefix),
+            rx: self.subscribe(prefix, name),
             prefix: prefix.to_string(),
+            name: name.map(Box::from),
             resource,
             cursor: from,
             place: 0,
@@ -386,6 +438,8 @@ pub struct Watcher {
     history: History,
     rx: watch::Receiver<u64>,
     prefix: String,
+    /// Only keys of this name (last segment), if given.
+    name: Option<Box<str>>,
     /// The resource the prefix lies in, if it reaches that deep.
     resource: Option<Box<str>>,
     cursor: u64,
@@ -491,7 +545,12 @@ impl Watcher {
             }
             examined += 1;
             self.cursor = event.rv;
-            if event.key.starts_with(&self.prefix) {
+            if event.key.starts_with(&self.prefix)
+                && self
+                    .name
+                    .as_deref()
+                    .is_none_or(|n| name_of(&event.key) == n)
+            {
                 self.buf.push_back(event.clone());
             }
         }
@@ -641,6 +700,44 @@ mod tests {
         h.publish(8, "/a/x");
         assert!(w.try_next().expect("next").is_none());
         assert_eq!(w.progress().expect("retained"), 8);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_of_one_name_sleeps_through_other_names() {
+        let h = History::new(0, 100, usize::MAX, FOREVER);
+        let mut a = h
+            .watcher_of("/core/configmaps/", Some("a"), 0)
+            .expect("watch");
+        h.append(event(1, "/core/configmaps/ns/b"));
+        h.publish(1, "/core/configmaps/ns/b");
+        h.append(event(2, "/core/configmaps/ns/ab"));
+        h.publish(2, "/core/configmaps/ns/ab");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), a.next())
+                .await
+                .is_err(),
+            "asleep through b and ab"
+        );
+        h.append(event(3, "/core/configmaps/other/a"));
+        h.publish(3, "/core/configmaps/other/a");
+        assert_eq!(a.next().await.expect("event").rv, 3);
+    }
+
+    #[test]
+    fn channels_of_names_nobody_watches_are_dropped() {
+        let h = History::new(0, 100, usize::MAX, FOREVER);
+        let kept = h
+            .watcher_of("/core/configmaps/", Some("kept"), 0)
+            .expect("watch");
+        for i in 0..1000 {
+            let name = format!("n{i}");
+            drop(h.watcher_of("/core/configmaps/", Some(&name), 0));
+        }
+        let channels = h.channels.lock().expect("lock");
+        let named = &channels["/core/configmaps/"].named;
+        assert!(named.len() <= 2, "{} channels", named.len());
+        assert!(named.contains_key("kept"));
+        drop(kept);
     }
 
     #[tokio::test]

@@ -253,6 +253,10 @@ pub trait Storage: Send + Sync + 'static {
     /// Watches changes of keys under `prefix` after revision `from`.
     fn watch(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError>;
 
+    /// Watches changes of the keys under `prefix` whose last segment is `name` (the objects
+    /// of that name) after revision `from`. Writes to other names do not wake the watcher.
+    fn watch_name(&self, prefix: &str, name: &str, from: u64) -> Result<Watcher, StorageError>;
+
     /// The revision of the latest applied change.
     fn current_rv(&self) -> u64;
 }

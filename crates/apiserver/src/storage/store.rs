@@ -673,7 +673,11 @@ impl Storage for Store {
     }
 
     fn watch(&self, prefix: &str, from: u64) -> Result<Watcher, StorageError> {
-        self.history.watcher(prefix, from)
+        self.history.watcher_of(prefix, None, from)
+    }
+
+    fn watch_name(&self, prefix: &str, name: &str, from: u64) -> Result<Watcher, StorageError> {
+        self.history.watcher_of(prefix, Some(name), from)
     }
 
     fn current_rv(&self) -> u64 {

@@ -110,6 +110,45 @@ async fn selector_transitions_become_added_and_deleted() {
 }
 
 #[tokio::test]
+async fn a_watch_of_one_name_sees_that_object_only() {
+    let registry = registry(StoreConfig::default());
+    let res = configmaps(&registry);
+    let params = ListParams {
+        field_selector: Some("metadata.name=x".into()),
+        resource_version: Some(registry.store().current_rv().to_string()),
+        ..Default::default()
+    };
+    let mut stream = registry
+        .watch(&res, None, &params, config())
+        .await
+        .expect("watch");
+    // Other names (one of them starting with the name) are not the stream's.
+    put(&registry, &res, "xx", "a").await;
+    put(&registry, &res, "y", "a").await;
+    // Nothing for it yet: a wait that gives up leaves the stream as it was.
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), stream.next())
+            .await
+            .is_err()
+    );
+    let added = put(&registry, &res, "x", "a").await;
+    let changed = put(&registry, &res, "x", "b").await;
+    assert_eq!(
+        seen(stream.next().await.expect("an event")),
+        (EventKind::Added, "x".into(), "a".into(), added.to_string())
+    );
+    assert_eq!(
+        seen(stream.next().await.expect("an event")),
+        (
+            EventKind::Modified,
+            "x".into(),
+            "b".into(),
+            changed.to_string()
+        )
+    );
+}
+
+#[tokio::test]
 async fn plain_watchers_share_the_line_the_history_rendered_once() {
     let registry = registry(StoreConfig::default());
     let res = configmaps(&registry);
