@@ -109,6 +109,14 @@ async fn a_finalizer_holds_a_terminating_namespace_and_its_conditions_say_so() {
         })
         .await
         .expect("the conditions report the finalizer");
+        // Nothing new goes into a terminating namespace.
+        match cms.create(&PostParams::default(), &cm("late", &[])).await {
+            Err(kube::Error::Api(e)) => {
+                assert_eq!(e.code, 403, "{e:?}");
+                assert!(e.message.contains("is being terminated"), "{e:?}");
+            }
+            other => panic!("a create in a terminating namespace: {other:?}"),
+        }
         assert_eq!(
             conditions(&ns),
             vec![

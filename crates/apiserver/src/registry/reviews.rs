@@ -366,7 +366,7 @@ impl Registry {
             iat: now,
             nbf: now,
             iss: ISSUER.into(),
-            jti: uuid::Uuid::new_v4().to_string(),
+            jti: crate::registry::rest::new_uid(),
             sub: format!("system:serviceaccount:{ns}:{name}"),
             kubernetes: claim,
         };

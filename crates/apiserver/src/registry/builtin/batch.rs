@@ -63,7 +63,7 @@ fn generate_selector(obj: &mut Value) {
     }
     let uid = obj["metadata"]["uid"]
         .as_str()
-        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        .map_or_else(crate::registry::rest::new_uid, str::to_owned);
     let name = obj["metadata"]["name"]
         .as_str()
         .unwrap_or_default()

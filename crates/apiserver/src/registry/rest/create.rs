@@ -91,7 +91,7 @@ impl Registry {
         }
         // The system fields and a generated name come before the kind's own preparation, as in
         // Kubernetes (a Job's generated selector is keyed on its uid and names the Job).
-        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("uid".into(), json!(super::new_uid()));
         meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
         let generate = meta_str(&obj, "name")
             .is_none_or(str::is_empty)

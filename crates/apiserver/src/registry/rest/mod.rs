@@ -65,9 +65,30 @@ enum WriteMode {
 }
 
 /// The current time as Kubernetes writes timestamps: RFC 3339, seconds, UTC.
+///
+/// Every write stamps at least one time, and many writes fall in the same second: each
+/// thread formats a second once and copies it after that.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
+    thread_local! {
+        static LAST: std::cell::RefCell<(i64, String)> =
+            const { std::cell::RefCell::new((i64::MIN, String::new())) };
+    }
+    let now = jiff::Timestamp::now();
+    let second = now.as_second();
+    LAST.with_borrow_mut(|(at, text)| {
+        if *at != second {
+            *text = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            *at = second;
+        }
+        text.clone()
+    })
+}
+
+/// A new uid: a random (version 4) UUID, drawn from the thread's generator (a CSPRNG seeded
+/// by the system) rather than with a system call per uid.
+pub fn new_uid() -> String {
+    uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
         .to_string()
 }
 
@@ -108,5 +129,41 @@ fn to_bytes(v: &Value) -> Result<Bytes, ApiError> {
 impl Registry {
     pub(super) fn storage(&self) -> &dyn Storage {
         &**self.store()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_are_random_version_4_uuids() {
+        let a = new_uid();
+        let b = new_uid();
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).expect("a uuid");
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(
+            a,
+            parsed.hyphenated().to_string(),
+            "the usual lower-case form"
+        );
+    }
+
+    #[test]
+    fn the_time_is_rfc_3339_seconds_in_utc_and_current() {
+        let before = jiff::Timestamp::now().as_second();
+        let text = now_rfc3339();
+        let after = jiff::Timestamp::now().as_second();
+        assert_eq!(text.len(), "2026-01-01T00:00:00Z".len(), "{text}");
+        assert!(text.ends_with('Z'));
+        let at: jiff::Timestamp = text.parse().expect("parses");
+        assert!((before..=after).contains(&at.as_second()), "{text}");
+        assert_eq!(
+            now_rfc3339().len(),
+            text.len(),
+            "the copy of a second reads the same"
+        );
     }
 }

@@ -2,6 +2,9 @@
 //! metadata and strategy validation, the immutable uid of a patch, the nesting limit, and the
 //! ownership record (`metadata.managedFields`) a write leaves behind.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::{Value, json};
 
 use super::{Part, WriteOptions, meta_mut, meta_str, name_of, now_rfc3339};
@@ -31,6 +34,14 @@ impl Registry {
             .storage()
             .get(&format!("/core/namespaces/{ns}"))
             .map_err(|e| ApiError::from_storage(e, &namespaces, ns))?;
+        // A namespace that is not being deleted has neither word anywhere: nothing to read.
+        static DELETION: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new("deletionTimestamp"));
+        static TERMINATING: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new("Terminating"));
+        if DELETION.find(&stored.bytes).is_none() && TERMINATING.find(&stored.bytes).is_none() {
+            return Ok(());
+        }
         // Read only the two fields that matter, not the whole namespace.
         #[derive(serde::Deserialize)]
         struct Meta<'a> {
