@@ -25,6 +25,10 @@ use super::{StorageError, set_resource_version};
 static PLACEHOLDER: LazyLock<String> =
     LazyLock::new(|| format!("kore-rv-{:032x}", rand::random::<u128>()));
 
+/// The placeholder's searcher, built once (building it was a visible share of a create).
+static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(PLACEHOLDER.as_bytes()).into_owned());
+
 /// An object ready to be stored once its revision is known.
 #[derive(Debug)]
 pub(super) enum Encoded {
@@ -37,14 +41,13 @@ pub(super) enum Encoded {
 impl Encoded {
     /// Encodes `obj` (outside any lock). Fails for an object that could not be read back.
     pub(super) fn new(mut obj: Value) -> Result<Encoded, StorageError> {
-        let placeholder = PLACEHOLDER.as_bytes();
         set_placeholder(&mut obj);
         let bytes = to_vec(&obj)?;
-        let Some(start) = memchr::memmem::find(&bytes, placeholder) else {
+        let Some(start) = FINDER.find(&bytes) else {
             return Ok(Encoded::Whole(obj));
         };
-        let end = start + placeholder.len();
-        if memchr::memmem::find(&bytes[end..], placeholder).is_some() {
+        let end = start + PLACEHOLDER.len();
+        if FINDER.find(&bytes[end..]).is_some() {
             return Ok(Encoded::Whole(obj));
         }
         Ok(Encoded::Holed {

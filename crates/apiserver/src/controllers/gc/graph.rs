@@ -152,7 +152,31 @@ pub(super) fn group_of(api_version: &str) -> &str {
 
 /// Reads a stored object into a node; `None` for documents without a uid.
 pub(super) fn parse_node(rv: u64, bytes: &[u8]) -> Option<(Uid, Node)> {
-    let doc: Doc<'_> = serde_json::from_slice(bytes).ok()?;
+    node_of(rv, serde_json::from_slice(bytes).ok()?)
+}
+
+impl Doc<'_> {
+    /// The object's uid, if it has one.
+    fn uid(&self) -> Option<&str> {
+        let uid = self.metadata.as_ref()?.uid.as_deref()?;
+        (!uid.is_empty()).then_some(uid)
+    }
+
+    /// Whether the object names no owner and is not being deleted: isolated unless something
+    /// names it as an owner.
+    fn unowned_and_live(&self) -> bool {
+        self.metadata.as_ref().is_none_or(|m| {
+            m.deletion_timestamp.is_none()
+                && m.owner_references.as_ref().is_none_or(|refs| {
+                    refs.iter()
+                        .all(|r| r.uid.as_deref().is_none_or(str::is_empty))
+                })
+        })
+    }
+}
+
+/// The node of a parsed object; `None` for documents without a uid.
+fn node_of(rv: u64, doc: Doc<'_>) -> Option<(Uid, Node)> {
     let meta = doc.metadata?;
     let uid: Uid = Arc::from(meta.uid.filter(|u| !u.is_empty())?.as_ref());
     let finalizers = meta.finalizers.unwrap_or_default();
@@ -478,7 +502,20 @@ impl Graph {
     pub(super) fn apply(&mut self, event: &WatchEvent, lookup: Lookup<'_>) {
         match event.kind {
             EventType::Added | EventType::Modified => {
-                if let Some((uid, node)) = parse_node(event.rv, &event.object) {
+                let Ok(doc) = serde_json::from_slice::<Doc<'_>>(&event.object) else {
+                    return;
+                };
+                // Most writes are of objects that stay isolated (see the module docs): one
+                // the graph does not hold, and that is no owner's or dependent's, leaves the
+                // graph as it is, so nothing of it is copied out and nothing is recorded.
+                if let Some(uid) = doc.uid()
+                    && doc.unowned_and_live()
+                    && !self.nodes.contains_key(uid)
+                    && !self.dependents.contains_key(uid)
+                {
+                    return;
+                }
+                if let Some((uid, node)) = node_of(event.rv, doc) {
                     self.upsert(uid, node, lookup);
                 }
             }

@@ -134,6 +134,7 @@ fn an_object_in_no_ownership_has_no_node_and_an_owner_only_while_it_has_dependen
         &cm("o", "ns", json!([]), json!([]), false),
     );
     assert!(g.nodes.is_empty(), "an isolated object is not kept");
+    assert!(g.dirty.is_empty(), "nor is it anything to decide");
     event(
         &mut g,
         2,
