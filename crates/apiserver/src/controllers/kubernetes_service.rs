@@ -66,8 +66,8 @@ fn kinds(registry: &Registry) -> Option<Kinds> {
 }
 
 /// Runs the controller until `stop` is cancelled: the three objects are checked at start and
-/// after every change of the Service, Endpoints or EndpointSlice `default/kubernetes`, against the
-/// address `addr` holds.
+/// after every change of the Service, Endpoints or EndpointSlice `default/kubernetes`,
+/// against the address `addr` holds.
 pub async fn run(
     registry: Arc<Registry>,
     addr: watch::Receiver<SocketAddr>,
