@@ -235,14 +235,38 @@ struct Channels {
     all: watch::Sender<u64>,
     /// Publications of one name (a key's last segment), for the names someone watches.
     named: HashMap<Box<str>, watch::Sender<u64>>,
+    /// How many named channels there may be before the unwatched ones are dropped.
+    prune_at: usize,
 }
+
+/// The fewest named channels at which unwatched ones are dropped.
+const PRUNE_MIN: usize = 16;
 
 impl Channels {
     fn new(published: u64) -> Channels {
         Channels {
             all: watch::channel(published).0,
             named: HashMap::new(),
+            prune_at: PRUNE_MIN,
         }
+    }
+
+    /// A receiver of `name`'s publications, making its channel if needed.
+    fn subscribe_name(&mut self, name: &str, published: u64) -> watch::Receiver<u64> {
+        if let Some(tx) = self.named.get(name) {
+            return tx.subscribe();
+        }
+        // Channels of names nobody watches any more are dropped once the map has doubled
+        // since the last time, so it stays within twice the watched names (and 16), and the
+        // cost of dropping them, under the lock every publication takes, is spread over the
+        // channels made meanwhile.
+        if self.named.len() >= self.prune_at {
+            self.named.retain(|_, tx| tx.receiver_count() > 0);
+            self.prune_at = (2 * self.named.len()).max(PRUNE_MIN);
+        }
+        let (tx, rx) = watch::channel(published);
+        self.named.insert(name.into(), tx);
+        rx
     }
 }
 
@@ -332,18 +356,10 @@ impl History {
         let c = channels
             .entry(resource.into())
             .or_insert_with(|| Channels::new(published));
-        let Some(name) = name else {
-            return c.all.subscribe();
-        };
-        if let Some(tx) = c.named.get(name) {
-            return tx.subscribe();
+        match name {
+            None => c.all.subscribe(),
+            Some(name) => c.subscribe_name(name, published),
         }
-        // Names nobody watches any more go before a new one comes, so the channels are
-        // bounded by the watchers, however many names they watched over time.
-        c.named.retain(|_, tx| tx.receiver_count() > 0);
-        let (tx, rx) = watch::channel(published);
-        c.named.insert(name.into(), tx);
-        rx
     }
 
     /// Waits until changes up to `rv` are visible, or `timeout` passes; returns whether they are.
@@ -733,11 +749,22 @@ mod tests {
             let name = format!("n{i}");
             drop(h.watcher_of("/core/configmaps/", Some(&name), 0));
         }
+        let after = h.channels.lock().expect("lock")["/core/configmaps/"]
+            .named
+            .len();
+        assert!(after <= PRUNE_MIN, "{after} channels for one watched name");
+        let many: Vec<Watcher> = (0..100)
+            .map(|i| {
+                h.watcher_of("/core/configmaps/", Some(&format!("live{i}")), 0)
+                    .expect("watch")
+            })
+            .collect();
         let channels = h.channels.lock().expect("lock");
         let named = &channels["/core/configmaps/"].named;
-        assert!(named.len() <= 2, "{} channels", named.len());
-        assert!(named.contains_key("kept"));
-        drop(kept);
+        // The 101 watched names, and at most as many unwatched ones not yet dropped.
+        assert!(named.len() <= 2 * 101, "{} channels", named.len());
+        assert!(named.contains_key("kept") && named.contains_key("live99"));
+        drop((kept, many));
     }
 
     #[tokio::test]
