@@ -177,8 +177,8 @@ impl Doc<'_> {
 
 /// The node of a parsed object; `None` for documents without a uid.
 fn node_of(rv: u64, doc: Doc<'_>) -> Option<(Uid, Node)> {
+    let uid: Uid = Arc::from(doc.uid()?);
     let meta = doc.metadata?;
-    let uid: Uid = Arc::from(meta.uid.filter(|u| !u.is_empty())?.as_ref());
     let finalizers = meta.finalizers.unwrap_or_default();
     let owners = meta
         .owner_references

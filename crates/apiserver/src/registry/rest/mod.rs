@@ -160,10 +160,14 @@ mod tests {
         assert!(text.ends_with('Z'));
         let at: jiff::Timestamp = text.parse().expect("parses");
         assert!((before..=after).contains(&at.as_second()), "{text}");
+        // A second call (a copy of the thread's second, or the next one) reads the same way.
+        let again = now_rfc3339();
         assert_eq!(
-            now_rfc3339().len(),
+            again.len(),
             text.len(),
             "the copy of a second reads the same"
         );
+        let later: jiff::Timestamp = again.parse().expect("parses");
+        assert!(later >= at && later.as_second() <= jiff::Timestamp::now().as_second());
     }
 }
