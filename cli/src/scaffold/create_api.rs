@@ -275,7 +275,7 @@ fn user_files(project: &Project, api: &Api, new_kind: bool) -> Vec<(PathBuf, Str
     };
     let (api_expr, informer_config, test_api) = if api.namespaced {
         (
-            "Api::namespaced(\n            self.client.clone(),\n            key.namespace.as_deref().unwrap_or_default(),\n        )",
+            "Api::namespaced(\n            self.client.clone(),\n            key.namespace().unwrap_or_default(),\n        )",
             "match &options.namespace {\n        Some(ns) => InformerConfig::default().namespace(ns.clone()),\n        None => InformerConfig::default(),\n    }",
             "Api::namespaced(admin.clone(), \"default\")",
         )

@@ -473,7 +473,7 @@ impl DaemonSetReconciler {
     }
 
     async fn sync(&self, key: &ObjectKey, ds: &DaemonSet) -> Result<Action, SyncError> {
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let spec = ds.spec.clone().unwrap_or_default();
         if selector::selects_everything(Some(&spec.selector)) {
@@ -491,7 +491,7 @@ impl DaemonSetReconciler {
             ds.metadata.deletion_timestamp.is_some(),
             |p: &Pod| selector::matches(Some(&spec.selector), p.metadata.labels.as_ref()),
             candidates,
-            || recheck_owner(&ds_api, &key.name, &uid),
+            || recheck_owner(&ds_api, key.name(), &uid),
         )
         .await?;
 
@@ -707,7 +707,7 @@ impl DaemonSetReconciler {
         let spec = ds.spec.clone().unwrap_or_default();
         let regarding = ds.object_ref(&());
         let reference = controller_reference::<DaemonSet>(&ds.metadata);
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
         let mut first = None;
         let mut failed = 0;
         let create = &create[..create.len().min(BURST_REPLICAS)];
@@ -717,7 +717,7 @@ impl DaemonSetReconciler {
             let pod = pods::from_template(
                 &template,
                 &namespace,
-                pods::name_prefix(&key.name),
+                pods::name_prefix(key.name()),
                 reference.clone(),
             );
             let regarding = regarding.clone();

@@ -374,8 +374,8 @@ impl EndpointsReconciler {
                 .as_ref()
                 .map(|c| c.metadata.clone())
                 .unwrap_or_else(|| ObjectMeta {
-                    name: Some(key.name.clone()),
-                    namespace: key.namespace.clone(),
+                    name: Some(key.name().to_owned()),
+                    namespace: key.namespace().map(str::to_owned),
                     ..ObjectMeta::default()
                 })
         };

@@ -97,7 +97,7 @@ impl Expectations {
         let Some(p) = map.get_mut(owner) else {
             return true;
         };
-        let namespace = owner.namespace.clone().unwrap_or_default();
+        let namespace = owner.namespace().unwrap_or_default().to_owned();
         let key = |name: &str| ObjectKey::namespaced(namespace.clone(), name);
         p.creates.retain(|name| pods.get(&key(name)).is_none());
         p.deletes.retain(|name, uid| {

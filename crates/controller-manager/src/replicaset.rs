@@ -121,8 +121,8 @@ impl<K: Replicated> ReplicaSetReconciler<K> {
     async fn sync(&self, key: &ObjectKey, obj: &K) -> Result<Action, SyncError> {
         let read = obj.as_replica_set();
         let rs: &ReplicaSet = &read;
-        let namespace = key.namespace.clone().unwrap_or_default();
-        let name = key.name.clone();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
+        let name = key.name().to_owned();
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let needs_sync = self.expectations.satisfied(key, &self.pods);
         let spec = rs.spec.clone().unwrap_or_default();
@@ -197,8 +197,8 @@ impl<K: Replicated> ReplicaSetReconciler<K> {
         if pods.len() < want {
             let count = (want - pods.len()).min(BURST_REPLICAS);
             let template = spec.template.unwrap_or_default();
-            let prefix = pods::name_prefix(&key.name);
-            let namespace = key.namespace.clone().unwrap_or_default();
+            let prefix = pods::name_prefix(key.name());
+            let namespace = key.namespace().unwrap_or_default().to_owned();
             let created = slow_start_batch(count, |_| {
                 let pod =
                     pods::from_template(&template, &namespace, prefix.clone(), reference.clone());

@@ -161,11 +161,9 @@ impl TtlReconciler {
             Verdict::Expired => {}
         }
         // The cached Job may be stale: decide again on the server's.
-        let api: Api<Job> = Api::namespaced(
-            self.client.clone(),
-            key.namespace.as_deref().unwrap_or_default(),
-        );
-        let fresh = match api.get_opt(&key.name).await {
+        let api: Api<Job> =
+            Api::namespaced(self.client.clone(), key.namespace().unwrap_or_default());
+        let fresh = match api.get_opt(key.name()).await {
             Ok(Some(job)) => job,
             Ok(None) => return Ok(Action::done()),
             Err(e) => return Err(Error::Get(key.to_string(), e)),
@@ -184,7 +182,7 @@ impl TtlReconciler {
             ..DeleteParams::default()
         };
         tracing::debug!(job = %key, "deleting a finished Job whose TTL passed");
-        match api.delete(&key.name, &params).await {
+        match api.delete(key.name(), &params).await {
             Ok(_) => Ok(Action::done()),
             Err(e) if status_code(&e) == Some(404) => Ok(Action::done()),
             Err(e) => Err(Error::Delete(key.to_string(), e)),

@@ -100,7 +100,7 @@ impl<K: Informable + Serialize> CachedClient<K> {
 
     fn key_of(obj: &K) -> Result<ObjectKey, Error> {
         let key = ObjectKey::of(obj);
-        if key.name.is_empty() && obj.meta().generate_name.is_none() {
+        if key.name().is_empty() && obj.meta().generate_name.is_none() {
             return Err(Error::MissingName);
         }
         Ok(key)
@@ -141,7 +141,7 @@ impl<K: Informable + Serialize> CachedClient<K> {
     pub async fn create(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
         let key = Self::key_of(obj)?;
         let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
-        let request = Self::request(key.namespace.as_deref())
+        let request = Self::request(key.namespace())
             .create(pp, body)
             .map_err(Error::BuildRequest)?;
         self.write(request).await
@@ -151,8 +151,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
     pub async fn replace(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
         let key = Self::key_of(obj)?;
         let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
-        let request = Self::request(key.namespace.as_deref())
-            .replace(&key.name, pp, body)
+        let request = Self::request(key.namespace())
+            .replace(key.name(), pp, body)
             .map_err(Error::BuildRequest)?;
         self.write(request).await
     }
@@ -161,8 +161,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
     pub async fn replace_status(&self, obj: &K, pp: &PostParams) -> Result<Arc<K>, Error> {
         let key = Self::key_of(obj)?;
         let body = serde_json::to_vec(obj).map_err(Error::Serialize)?;
-        let request = Self::request(key.namespace.as_deref())
-            .replace_subresource("status", &key.name, pp, body)
+        let request = Self::request(key.namespace())
+            .replace_subresource("status", key.name(), pp, body)
             .map_err(Error::BuildRequest)?;
         self.write(request).await
     }
@@ -174,8 +174,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<Arc<K>, Error> {
-        let request = Self::request(key.namespace.as_deref())
-            .patch(&key.name, pp, patch)
+        let request = Self::request(key.namespace())
+            .patch(key.name(), pp, patch)
             .map_err(Error::BuildRequest)?;
         self.write(request).await
     }
@@ -187,8 +187,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<Arc<K>, Error> {
-        let request = Self::request(key.namespace.as_deref())
-            .patch_subresource("status", &key.name, pp, patch)
+        let request = Self::request(key.namespace())
+            .patch_subresource("status", key.name(), pp, patch)
             .map_err(Error::BuildRequest)?;
         self.write(request).await
     }
@@ -243,8 +243,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
         key: &ObjectKey,
         dp: &DeleteParams,
     ) -> Result<Option<Arc<K>>, Error> {
-        let request = Self::request(key.namespace.as_deref())
-            .delete(&key.name, dp)
+        let request = Self::request(key.namespace())
+            .delete(key.name(), dp)
             .map_err(Error::BuildRequest)?;
         let text = self
             .client

@@ -47,7 +47,7 @@ impl Calls {
             .and_then(|cm| cm.data.as_ref()?.get("v").cloned());
         let mut calls = self.0.lock().expect("lock");
         calls.push(Call {
-            name: request.key().name.clone(),
+            name: request.key().name().to_owned(),
             at: Instant::now(),
             gone: request.is_gone(),
             last_state: request.last_state().is_some(),
@@ -55,7 +55,7 @@ impl Calls {
         });
         calls
             .iter()
-            .filter(|c| c.name == request.key().name)
+            .filter(|c| c.name == request.key().name())
             .count()
     }
 
@@ -670,7 +670,7 @@ async fn metrics_count_a_scripted_run_under_controller_runtime_names() -> anyhow
             let c = c.clone();
             async move {
                 let n = c.record(&request);
-                match (request.key().name.as_str(), n) {
+                match (request.key().name(), n) {
                     ("flaky", 1 | 2) => Err(ReconcileError::Retry(Failed("flaky"))),
                     ("periodic", 1) => Ok(Action::requeue_after(Duration::from_secs(30))),
                     ("invalid", _) => Err(ReconcileError::Terminal(Failed("invalid spec"))),

@@ -641,7 +641,7 @@ async fn a_recampaigning_manager_stops_its_controller_while_another_holds_the_le
         let controller = Controller::for_with::<ConfigMap>(mgr.informers(), scope)
             .named("recorder")
             .build(reconciler_fn(move |req: Request<ConfigMap>| {
-                let record = (req.key().name.clone(), led.borrow().clone());
+                let record = (req.key().name().to_owned(), led.borrow().clone());
                 let _ = tx.send(record);
                 async { Ok::<_, ReconcileError<Infallible>>(Action::done()) }
             }));

@@ -79,7 +79,7 @@ fn copier(
                     // happened while the informer was not watching): so goes its copy.
                     let key = request.key();
                     if let (Some(ns), Some(suffix)) =
-                        (key.namespace.as_deref(), key.name.strip_prefix("src-"))
+                        (key.namespace(), key.name().strip_prefix("src-"))
                     {
                         let api: Api<ConfigMap> = Api::namespaced(client, ns);
                         match api

@@ -17,19 +17,22 @@ use std::time::{Duration, Instant};
 use kore_workqueue::{ExponentialBackoff, Metrics, Queue, QueueConfig, TokenBucket};
 use tokio::sync::Notify;
 
-/// A namespace/name key, shaped as a controller's `ObjectKey` (kore-runtime's is the same two
-/// strings).
+/// A namespace/name key, shaped as a controller's `ObjectKey`: kore-runtime's is the same
+/// one string, `namespace/name`, with the position of its `/`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ObjectKey {
-    namespace: Option<String>,
-    name: String,
+    display: Box<str>,
+    slash: Option<u32>,
 }
 
 fn object_keys(n: u64) -> Vec<ObjectKey> {
     (0..n)
-        .map(|i| ObjectKey {
-            namespace: Some(format!("ns-{}", i % 16)),
-            name: format!("object-{i}"),
+        .map(|i| {
+            let namespace = format!("ns-{}", i % 16);
+            ObjectKey {
+                slash: u32::try_from(namespace.len()).ok(),
+                display: format!("{namespace}/object-{i}").into_boxed_str(),
+            }
         })
         .collect()
 }

@@ -93,13 +93,13 @@ pub(crate) fn desired(
         },
     };
     metadata.managed_fields = None;
-    let owner_ns = owner.namespace.as_deref().unwrap_or_default();
+    let owner_ns = owner.namespace().unwrap_or_default();
     set(&mut metadata.labels, LABEL_MANAGED_BY, crate::NAME);
     set(&mut metadata.labels, LABEL_OWNER_NAMESPACE, owner_ns);
     set(
         &mut metadata.labels,
         LABEL_OWNER_NAME,
-        &label_value(&owner.name),
+        &label_value(owner.name()),
     );
     set(
         &mut metadata.annotations,
@@ -138,9 +138,9 @@ pub(crate) fn in_step(copy: &ConfigMap, owner: &ObjectKey, source: &ConfigMap) -
         && has(
             labels,
             LABEL_OWNER_NAMESPACE,
-            owner.namespace.as_deref().unwrap_or_default(),
+            owner.namespace().unwrap_or_default(),
         )
-        && has(labels, LABEL_OWNER_NAME, &label_value(&owner.name))
+        && has(labels, LABEL_OWNER_NAME, &label_value(owner.name()))
         && has(annotations, ANNOTATION_OWNER, &owner.to_string())
         && has(
             annotations,

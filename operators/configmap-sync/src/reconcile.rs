@@ -219,9 +219,9 @@ pub fn map_config_map(
     let whole = key.to_string();
     let mut keys = syncs.keys_by_index(INDEX_SOURCE, &whole);
     keys.extend(syncs.keys_by_index(INDEX_TARGET, &whole));
-    keys.extend(syncs.keys_by_index(INDEX_TARGET, &format!("*/{}", key.name)));
+    keys.extend(syncs.keys_by_index(INDEX_TARGET, &format!("*/{}", key.name())));
     if let Some(owner) = owner_of(cm)
-        && only_namespace.is_none_or(|only| owner.namespace.as_deref() == Some(only))
+        && only_namespace.is_none_or(|only| owner.namespace() == Some(only))
     {
         keys.push(owner);
     }

@@ -275,7 +275,7 @@ impl CronJobReconciler {
     ) -> Result<Option<Duration>, SyncError> {
         let now = self.clock.now();
         let key = ObjectKey::of(&*cj);
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
 
         for job in jobs {
             let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -285,7 +285,7 @@ impl CronJobReconciler {
             if !listed && finished.is_none() {
                 // Our status may be older than the Job list: ask the server before warning.
                 let fresh = Api::<CronJob>::namespaced(self.client.clone(), &namespace)
-                    .get(&key.name)
+                    .get(key.name())
                     .await
                     .map_err(|e| SyncError::api("get", format!("CronJob {key}"), e))?;
                 let fresh_status = fresh.status.clone().unwrap_or_default();
@@ -454,7 +454,7 @@ impl CronJobReconciler {
             );
             return Ok(next_wait(status));
         }
-        let job_name = schedule::job_name(&key.name, scheduled);
+        let job_name = schedule::job_name(key.name(), scheduled);
         let already = status
             .active
             .iter()

@@ -362,7 +362,7 @@ impl JobReconciler {
         job: &Job,
         victims: &[Arc<Pod>],
     ) -> Result<(), SyncError> {
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         for v in victims {
             self.expectations.deleting(
@@ -414,10 +414,10 @@ impl JobReconciler {
         index: Option<(i32, IndexFailures)>,
     ) -> Result<(), String> {
         let spec = job.spec.clone().unwrap_or_default();
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
         let prefix = match index {
-            Some((i, _)) => format!("{}-{i}-", key.name),
-            None => pods::name_prefix(&key.name),
+            Some((i, _)) => format!("{}-{i}-", key.name()),
+            None => pods::name_prefix(key.name()),
         };
         let mut pod = pods::from_template(
             &spec.template,
@@ -447,7 +447,7 @@ impl JobReconciler {
                 .insert(COMPLETION_INDEX.into(), i.to_string());
             if let Some(pod_spec) = pod.spec.as_mut() {
                 if pod_spec.hostname.is_none() {
-                    pod_spec.hostname = Some(format!("{}-{i}", key.name));
+                    pod_spec.hostname = Some(format!("{}-{i}", key.name()));
                 }
                 let var = EnvVar {
                     name: "JOB_COMPLETION_INDEX".into(),

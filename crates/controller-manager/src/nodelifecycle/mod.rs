@@ -501,7 +501,7 @@ impl Reconciler<Node> for NodeLifecycleReconciler {
     type Error = SyncError;
 
     async fn reconcile(&self, request: Request<Node>) -> Result<Action, ReconcileError<SyncError>> {
-        let name = request.key().name.clone();
+        let name = request.key().name().to_owned();
         let Some(node) = request.object() else {
             let known = self
                 .health

@@ -253,7 +253,7 @@ impl Reconciler<Node> for TaintEvictionReconciler {
     type Error = SyncError;
 
     async fn reconcile(&self, request: Request<Node>) -> Result<Action, ReconcileError<SyncError>> {
-        let name = request.key().name.clone();
+        let name = request.key().name().to_owned();
         let node = request.object();
         Ok(self.sync(&name, node.as_deref()).await?)
     }

@@ -207,7 +207,7 @@ impl View<'_> {
 
 impl StatefulSetReconciler {
     async fn sync(&self, key: &ObjectKey, set: &StatefulSet) -> Result<Action, SyncError> {
-        let namespace = key.namespace.clone().unwrap_or_default();
+        let namespace = key.namespace().unwrap_or_default().to_owned();
         let uid = set.metadata.uid.clone().unwrap_or_default();
         let spec = set.spec.clone().unwrap_or_default();
         let needs_sync = self.expectations.satisfied(key, &self.pods);
@@ -222,10 +222,10 @@ impl StatefulSetReconciler {
             set.metadata.deletion_timestamp.is_some(),
             |p: &Pod| {
                 selector::matches(Some(&spec.selector), p.metadata.labels.as_ref())
-                    && identity::is_member_of(&key.name, p)
+                    && identity::is_member_of(key.name(), p)
             },
             candidates,
-            || recheck_owner(&set_api, &key.name, &uid),
+            || recheck_owner(&set_api, key.name(), &uid),
         )
         .await?;
 
@@ -841,7 +841,7 @@ impl StatefulSetReconciler {
                     "Update",
                     format!(
                         "PersistentVolumeClaim {} has a conflicting OwnerReference that acts as a manging controller, the retention policy is ignored for this claim",
-                        key.name
+                        key.name()
                     ),
                 );
             }
@@ -861,7 +861,7 @@ impl StatefulSetReconciler {
                         "update",
                         format!(
                             "could not update claim {} for delete policy ownerRefs: {e}",
-                            key.name
+                            key.name()
                         ),
                     )
                 })?;

@@ -475,15 +475,15 @@ async fn bind(
     permits: Arc<Semaphore>,
 ) -> Done {
     let _permit = permits.acquire_owned().await;
-    let ns = key.namespace.clone().unwrap_or_default();
+    let ns = key.namespace().unwrap_or_default().to_owned();
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
-        "metadata": {"name": key.name, "namespace": ns, "uid": pod.metadata.uid},
+        "metadata": {"name": key.name(), "namespace": ns, "uid": pod.metadata.uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     });
     match pods
-        .create_subresource::<Value, Value>("binding", &key.name, &PostParams::default(), &binding)
+        .create_subresource::<Value, Value>("binding", key.name(), &PostParams::default(), &binding)
         .await
     {
         Ok(_) => {
@@ -492,7 +492,10 @@ async fn bind(
                     type_: EventType::Normal,
                     reason: REASON_SCHEDULED.into(),
                     action: "Binding".into(),
-                    note: Some(format!("Successfully assigned {ns}/{} to {node}", key.name)),
+                    note: Some(format!(
+                        "Successfully assigned {ns}/{} to {node}",
+                        key.name()
+                    )),
                     related: None,
                 };
                 recorder.record(event, pod.object_ref(&()));
@@ -503,7 +506,7 @@ async fn bind(
             Done::NotBound { key, retry: false }
         }
         Err(e) => {
-            tracing::warn!(pod = %key.name, error = %e, "binding failed; will retry");
+            tracing::warn!(pod = %key.name(), error = %e, "binding failed; will retry");
             Done::NotBound { key, retry: true }
         }
     }

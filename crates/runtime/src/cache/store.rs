@@ -417,7 +417,7 @@ impl<K: DeserializeOwned> Store<K> {
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let (entry, hit) = {
             let state = self.read();
-            let entry = state.entries.get(&*key.to_boxed())?.clone();
+            let entry = state.entries.get(key.as_str())?.clone();
             let hit = self.shared.decoded.get(&entry);
             (entry, hit)
         };

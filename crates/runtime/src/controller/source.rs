@@ -186,13 +186,9 @@ where
             .flatten()
             .filter(|r| r.controller == Some(true) && r.kind == kind)
             .filter(|r| group_of(&r.api_version) == group)
-            .map(|r| ObjectKey {
-                namespace: if cluster_scoped {
-                    None
-                } else {
-                    meta.namespace.clone()
-                },
-                name: r.name.clone(),
+            .map(|r| match meta.namespace.as_deref() {
+                Some(ns) if !cluster_scoped => ObjectKey::namespaced(ns, &r.name),
+                _ => ObjectKey::cluster(r.name.clone()),
             })
             .collect()
     })

@@ -40,11 +40,11 @@ where
     K: Informable,
     R: Reconciler<K>,
 {
-    let mut scratch = String::new();
     let mut next = shared.queue.next().await;
     while let Some(guard) = next {
         let key = guard.key().clone();
-        let request = if is_cached(&shared.store, &key, &mut scratch) {
+        // Whether the cache holds the key, without decoding the object.
+        let request = if shared.store.entry(key.as_str()).is_some() {
             Request::present(key, shared.store.clone())
         } else {
             let last = shared.tombstones.take(&key);
@@ -126,17 +126,6 @@ where
             None
         }
     }
-}
-
-/// Whether the cache holds `key`, without decoding the object.
-fn is_cached<K>(store: &Store<K>, key: &ObjectKey, scratch: &mut String) -> bool {
-    scratch.clear();
-    if let Some(ns) = &key.namespace {
-        scratch.push_str(ns);
-        scratch.push('/');
-    }
-    scratch.push_str(&key.name);
-    store.entry(scratch).is_some()
 }
 
 /// Records that `key` ran out of retries: a metric, a log line and a Warning event on the
