@@ -827,7 +827,7 @@ impl EndpointSliceReconciler {
         let trigger = self.triggers.compute(key, svc, &pods);
         let existing: Vec<Arc<EndpointSlice>> = self
             .slices
-            .by_index(BY_SERVICE, &key.to_string())
+            .by_index(BY_SERVICE, key.as_str())
             .into_iter()
             .filter(|s| {
                 s.metadata

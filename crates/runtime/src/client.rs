@@ -270,8 +270,8 @@ impl<K: Informable + Serialize> CachedClient<K> {
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str),
         );
-        let rv = rv.max(store.entry(&key.to_string()).map_or(0, |e| e.rv()));
-        store.delete(&key.to_string(), rv, true);
+        let rv = rv.max(store.entry(key.as_str()).map_or(0, |e| e.rv()));
+        store.delete(key.as_str(), rv, true);
         Ok(None)
     }
 }

@@ -45,8 +45,16 @@ impl ObjectKey {
     /// The key of `obj`, from its metadata (an empty name if the object has none).
     pub fn of<K: kube::Resource>(obj: &K) -> ObjectKey {
         let meta = obj.meta();
-        let name = meta.name.as_deref().unwrap_or_default();
-        match meta.namespace.as_deref() {
+        ObjectKey::of_meta(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// The key of the object whose metadata holds `namespace` and `name`: an empty
+    /// namespace is a cluster-scoped object's.
+    pub(crate) fn of_meta(namespace: Option<&str>, name: &str) -> ObjectKey {
+        match namespace {
             Some(ns) if !ns.is_empty() => ObjectKey::namespaced(ns, name),
             _ => ObjectKey::cluster(name),
         }
@@ -69,16 +77,6 @@ impl ObjectKey {
     /// The display form, `namespace/name` or `name`, without building it.
     pub fn as_str(&self) -> &str {
         &self.display
-    }
-
-    /// The display form of the key of the object whose metadata holds `namespace` and
-    /// `name`, as [`ObjectKey::of`] and `to_string` would make it (an empty namespace is a
-    /// cluster-scoped object's), without building the key.
-    pub(crate) fn display_form(namespace: Option<&str>, name: &str) -> String {
-        match namespace {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-            _ => name.to_owned(),
-        }
     }
 
     /// Parses the display form back (`ns/name` or `name`).
@@ -124,7 +122,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn display_form_parses_back_to_the_same_key() {
+    fn the_display_form_parses_back_to_the_same_key() {
         for key in [
             ObjectKey::namespaced("ns", "a"),
             ObjectKey::cluster("node-1"),
@@ -133,9 +131,9 @@ mod tests {
         }
         assert_eq!(ObjectKey::namespaced("ns", "a").to_string(), "ns/a");
         assert_eq!(ObjectKey::cluster("n").to_string(), "n");
-        assert_eq!(ObjectKey::display_form(Some("ns"), "a"), "ns/a");
-        assert_eq!(ObjectKey::display_form(Some(""), "n"), "n");
-        assert_eq!(ObjectKey::display_form(None, "n"), "n");
+        assert_eq!(ObjectKey::of_meta(Some("ns"), "a").as_str(), "ns/a");
+        assert_eq!(ObjectKey::of_meta(Some(""), "n").as_str(), "n");
+        assert_eq!(ObjectKey::of_meta(None, "n").as_str(), "n");
     }
 
     #[test]

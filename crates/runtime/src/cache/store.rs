@@ -500,9 +500,9 @@ impl<K: DeserializeOwned> Store<K> {
         K: kube::Resource + serde::Serialize,
     {
         let rv = parse_rv(obj.meta().resource_version.as_deref());
-        let key = ObjectKey::of(&obj).to_string();
-        if rv != 0 && self.holds_at_least(&key, rv) {
-            return Ok(Packed::hollow(&key, rv, Arc::new(obj)));
+        let key = ObjectKey::of(&obj);
+        if rv != 0 && self.holds_at_least(key.as_str(), rv) {
+            return Ok(Packed::hollow(key.as_str(), rv, Arc::new(obj)));
         }
         self.pack_typed(obj)
     }
@@ -583,10 +583,10 @@ impl<K: DeserializeOwned> Store<K> {
     where
         K: kube::Resource,
     {
-        let key = ObjectKey::of(&obj).to_string();
+        let key = ObjectKey::of(&obj);
         let rv = parse_rv(obj.meta().resource_version.as_deref());
         Packed {
-            entry: Entry::new(&key, rv, bytes),
+            entry: Entry::new(key.as_str(), rv, bytes),
             obj: Arc::new(obj),
             hollow: false,
         }

@@ -502,8 +502,8 @@ where
         let meta = peek.object?.metadata?;
         let name = meta.name?;
         let rv = meta.resource_version?;
-        let key = ObjectKey::display_form(meta.namespace.as_deref(), &name);
-        let packed = self.store.echo(&key, parse_rv(Some(&rv)))?;
+        let key = ObjectKey::of_meta(meta.namespace.as_deref(), &name);
+        let packed = self.store.echo(key.as_str(), parse_rv(Some(&rv)))?;
         Some((packed, rv.into_owned()))
     }
 
