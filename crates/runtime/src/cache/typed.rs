@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde::ser::{self, Impossible};
 
 use super::packed::{
-    ARRAY, END, FALSE, FLOAT, INLINE_KEYS_UNDER, NULL, OBJECT, STR, SYMBOL_VALUES_OF, Symbols,
-    TRUE, UINT, put_int, put_str, put_varint,
+    ARRAY, END, FALSE, FLOAT, INLINE_KEYS_UNDER, NULL, OBJECT, SYMBOL_VALUES_OF, Symbols, TRUE,
+    UINT, put_int, put_key, put_str, put_varint,
 };
 
 /// A typed object did not serialize (a map key that is not a string, or a `Serialize` impl
@@ -37,15 +37,27 @@ struct Place {
     symbol_value: bool,
     /// The value is an object whose string values become symbols (`labels`).
     symbol_children: bool,
+    /// Where a long string value sits, for its compression (see `packed::compress`).
+    context: u64,
 }
 
 impl Place {
     /// Where the value under `key` of an object in this place goes.
-    fn child(self, key: &str) -> Place {
+    /// `context` is what writing the key returned.
+    fn child(self, key: &str, context: u64) -> Place {
         Place {
             inline_keys: INLINE_KEYS_UNDER.contains(&key),
             symbol_value: self.symbol_children || SYMBOL_VALUES_OF.contains(&key),
             symbol_children: key == "labels",
+            context,
+        }
+    }
+
+    /// Where the elements of an array in this place go.
+    fn element(self) -> Place {
+        Place {
+            context: self.context,
+            ..Place::default()
         }
     }
 }
@@ -78,22 +90,17 @@ impl<'a> Packer<'a> {
         }
     }
 
-    fn key(&mut self, key: &str) {
-        if self.place.inline_keys {
-            self.out.push(STR);
-            put_varint(self.out, key.len() as u64);
-            self.out.extend_from_slice(key.as_bytes());
-        } else {
-            put_str(self.out, key, self.symbols, true);
-        }
+    /// Writes an object key; returns the context of the value under it.
+    fn key(&mut self, key: &str) -> u64 {
+        put_key(self.out, key, self.symbols, self.place.inline_keys)
     }
 
     /// `{variant: …}`, as serde_json writes an enum variant that carries data; returns the
     /// packer for the value.
     fn open_variant(mut self, variant: &str) -> Compound<'a> {
         self.out.push(OBJECT);
-        self.key(variant);
-        let place = self.place.child(variant);
+        let context = self.key(variant);
+        let place = self.place.child(variant, context);
         Compound {
             packer: self,
             place,
@@ -189,7 +196,13 @@ impl<'a> ser::Serializer for Packer<'a> {
     }
 
     fn serialize_str(self, v: &str) -> Result<(), EncodeError> {
-        put_str(self.out, v, self.symbols, self.place.symbol_value);
+        put_str(
+            self.out,
+            v,
+            self.symbols,
+            self.place.symbol_value,
+            self.place.context,
+        );
         Ok(())
     }
 
@@ -256,9 +269,10 @@ impl<'a> ser::Serializer for Packer<'a> {
 
     fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a>, EncodeError> {
         self.out.push(ARRAY);
+        let place = self.place.element();
         Ok(Compound {
             packer: self,
-            place: Place::default(),
+            place,
             closes: 1,
         })
     }
@@ -284,7 +298,7 @@ impl<'a> ser::Serializer for Packer<'a> {
     ) -> Result<Compound<'a>, EncodeError> {
         let mut c = self.open_variant(variant);
         c.packer.out.push(ARRAY);
-        c.place = Place::default();
+        c.place = c.place.element();
         Ok(c)
     }
 
@@ -295,6 +309,7 @@ impl<'a> ser::Serializer for Packer<'a> {
             packer: self,
             place,
             key: String::new(),
+            context: 0,
         })
     }
 
@@ -327,14 +342,14 @@ impl<'a> ser::Serializer for Packer<'a> {
 
 impl Compound<'_> {
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        value.serialize(self.packer.reborrow(Place::default()))
+        value.serialize(self.packer.reborrow(self.place))
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), EncodeError> {
         let outer = self.place;
         let mut packer = self.packer.reborrow(outer);
-        packer.key(key);
-        value.serialize(packer.reborrow(outer.child(key)))
+        let context = packer.key(key);
+        value.serialize(packer.reborrow(outer.child(key, context)))
     }
 }
 
@@ -396,6 +411,8 @@ struct MapPacker<'a> {
     place: Place,
     /// The last key, which decides how its value is packed.
     key: String,
+    /// The context of the last key's value.
+    context: u64,
 }
 
 impl ser::SerializeMap for MapPacker<'_> {
@@ -406,12 +423,12 @@ impl ser::SerializeMap for MapPacker<'_> {
         self.key.clear();
         key.serialize(KeyText(&mut self.key))?;
         let place = self.place;
-        self.packer.reborrow(place).key(&self.key);
+        self.context = self.packer.reborrow(place).key(&self.key);
         Ok(())
     }
 
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), EncodeError> {
-        let place = self.place.child(&self.key);
+        let place = self.place.child(&self.key, self.context);
         value.serialize(self.packer.reborrow(place))
     }
 
@@ -623,6 +640,12 @@ mod tests {
 
     #[test]
     fn a_typed_configmap_packs_as_its_json_does() {
+        // Long enough to be compressed, each against its own place's reference.
+        let applied = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","data":{{"k":"{}"}}}}"#,
+            "v".repeat(200)
+        );
+        let file = "listen 8080;\nserver_name example.com;\n".repeat(8);
         let json = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -633,14 +656,14 @@ mod tests {
                 "resourceVersion": "12345",
                 "creationTimestamp": "2026-11-21T07:54:32Z",
                 "labels": {"app": "demo", "tier": "web"},
-                "annotations": {"note": "x", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                "annotations": {"note": "x", "kubectl.kubernetes.io/last-applied-configuration": applied},
                 "ownerReferences": [{
                     "apiVersion": "v1", "kind": "Secret", "name": "s", "controller": true,
                     "uid": "1f8fad5b-d9cb-469f-a165-70867728950e",
                 }],
                 "finalizers": ["example.com/f"],
             },
-            "data": {"key-1": "value", "key-2": "", "0": "digits are keys too"},
+            "data": {"key-1": "value", "key-2": "", "0": "digits are keys too", "nginx.conf": file},
             "binaryData": {"blob": "AAEC/w=="},
             "immutable": false,
         });

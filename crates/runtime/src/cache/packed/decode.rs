@@ -3,16 +3,18 @@
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
+use super::compress::expand;
 use super::strings::{format_time, format_uuid};
 use super::{
     ARRAY, DIGITS, DecodeError, END, FALSE, FLOAT, NEGINT, NULL, OBJECT, STR, SYM, TIME, TRUE,
-    UINT, UUID,
+    UINT, UUID, ZSTR,
 };
 
 /// A serde deserializer over packed bytes.
 pub(super) struct Decoder<'de> {
     pub(super) input: &'de [u8],
     pub(super) symbols: &'de [Box<str>],
+    pub(super) references: &'de [Box<[u8]>],
 }
 
 impl<'de> Decoder<'de> {
@@ -70,6 +72,16 @@ impl<'de> Decoder<'de> {
             .get(id)
             .map(|s| &**s)
             .ok_or_else(|| DecodeError(format!("unknown symbol {id}")))
+    }
+
+    /// A compressed string's text (after its tag).
+    pub(super) fn compressed(&mut self) -> Result<String, DecodeError> {
+        let reference = self.varint()?;
+        let len = self.varint()?;
+        let n = usize::try_from(self.varint()?)
+            .map_err(|_| DecodeError("compressed length overflows".into()))?;
+        let bytes = self.take(n)?;
+        expand(self.references, reference, len, bytes)
     }
 
     pub(super) fn signed(&mut self) -> Result<i64, DecodeError> {
@@ -205,6 +217,7 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
             }
             STR => visitor.visit_borrowed_str(self.str_body()?),
             SYM => visitor.visit_borrowed_str(self.symbol()?),
+            ZSTR => visitor.visit_string(self.compressed()?),
             UUID => visitor.visit_string(format_uuid(self.take(16)?)),
             DIGITS => visitor.visit_string(self.varint()?.to_string()),
             TIME => {

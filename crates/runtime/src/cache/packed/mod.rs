@@ -24,16 +24,20 @@
 //! | 11 | lowercase UUID string | 16 bytes |
 //! | 12 | `YYYY-MM-DDTHH:MM:SSZ` timestamp string | varint seconds since 1970 (signed as tag 3/4) |
 //! | 13 | canonical decimal string (a resourceVersion) | varint |
+//! | 14 | long string, LZ4-compressed | varint reference id + 1 (0: none), varint length, varint compressed length, the LZ4 block |
 //!
 //! The dictionary only grows. To keep unique user keys out of it, keys of maps under `data`,
 //! `binaryData`, `stringData` and `annotations` stay inline, and the dictionary stops taking
 //! new symbols at [`MAX_SYMBOLS`]. String values that repeat across objects (`apiVersion`,
-//! `kind`, `namespace`, label values) are symbols too.
+//! `kind`, `namespace`, label values) are symbols too. Strings of 128 bytes or more are
+//! compressed when that pays, against the first long value the store saw in the same place
+//! (`compress`).
 //!
 //! This file holds the tags and the dictionary; `encode` writes the packed form, `decode`
-//! reads it into any `Deserialize` type, and `strings` converts the strings stored compactly
-//! (UUIDs, timestamps, decimal strings).
+//! reads it into any `Deserialize` type, `strings` converts the strings stored compactly
+//! (UUIDs, timestamps, decimal strings) and `compress` the long ones.
 
+mod compress;
 mod decode;
 mod encode;
 mod strings;
@@ -47,7 +51,7 @@ use super::Map;
 use decode::Decoder;
 use encode::encode_value;
 
-pub(super) use encode::{put_int, put_str, put_varint};
+pub(super) use encode::{put_int, put_key, put_str, put_varint};
 
 pub(super) const NULL: u8 = 0;
 
@@ -77,6 +81,8 @@ const TIME: u8 = 12;
 
 const DIGITS: u8 = 13;
 
+const ZSTR: u8 = 14;
+
 /// The most symbols a dictionary takes; later new keys stay inline.
 pub(crate) const MAX_SYMBOLS: usize = 16 * 1024;
 
@@ -96,6 +102,7 @@ pub(crate) struct Dictionary {
 pub(super) struct Symbols {
     by_id: Vec<Box<str>>,
     by_name: Map<Box<str>, u32>,
+    references: compress::References,
 }
 
 impl Symbols {
@@ -139,7 +146,7 @@ impl Dictionary {
             .inner
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        encode_value(value, out, &mut symbols, false, false, false);
+        encode_value(value, out, &mut symbols, false, false, false, 0);
     }
 
     /// Packs a typed object from its `Serialize` impl, appending to `out`; decodes as
@@ -165,8 +172,19 @@ impl Dictionary {
         let mut decoder = Decoder {
             input: bytes,
             symbols: &symbols.by_id,
+            references: &symbols.references.by_id,
         };
         T::deserialize(&mut decoder)
+    }
+
+    /// How many compression references the dictionary holds, and their bytes.
+    #[cfg(test)]
+    pub(crate) fn references(&self) -> (usize, usize) {
+        self.inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .references
+            .size()
     }
 
     /// How many symbols the dictionary holds.
