@@ -11,6 +11,13 @@
 //! the same run. The JSON size of an object is the length of the server's answer to a GET of
 //! it.
 //!
+//! The objects' data: one `application.yaml` each, as one chart renders it for many releases
+//! (the same file with each release's own name, port, database and credentials hash, fixed
+//! widths so every object's JSON has the same length), cut to the object's size; kore's
+//! cache compresses such values against the first of their kind. A third case, at the
+//! smaller count only, holds random base64 text instead, where there is nothing to share:
+//! its bytes row reports, with no target, what content that does not compress costs.
+//!
 //! The rows count `RssAnon`, the process's heap and stacks. `VmRSS` also counts the pages of
 //! the program's own code and data that syncing runs for the first time (`RssFile`): about
 //! 2.3 MB for kore's informer and 0.9 MB for kube-runtime's, whatever the number of objects,
@@ -275,20 +282,97 @@ async fn read_ns(
     Ok(elapsed.as_secs_f64() * 1e9 / (threads * rounds * n) as f64)
 }
 
-fn configmap(ns: &str, name: &str, pad: usize) -> ConfigMap {
+/// What a benchmark ConfigMap's data holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Payload {
+    /// An `application.yaml` as one chart renders it for each release: the same file with
+    /// the release's own name, port, database and credentials hash.
+    Config,
+    /// Random base64 text, like key material: nothing in it repeats, within an object or
+    /// across objects.
+    Random,
+}
+
+/// splitmix64: the benchmark's payloads are the same in every run.
+fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Object `i`'s data text, exactly `len` bytes. Its values have fixed widths, so every
+/// object of a run has the same JSON length.
+fn payload(kind: Payload, i: usize, len: usize) -> String {
+    let i = i as u64;
+    let mut text = match kind {
+        Payload::Config => format!(
+            "# Rendered by the orders chart for release orders-{i:06}.\n\
+             server:\n  port: {port:04}\n  shutdown: graceful\n  compression:\n    \
+             enabled: true\n    min-response-size: 2048\n\
+             spring:\n  application:\n    name: orders-{i:06}\n  datasource:\n    \
+             url: jdbc:postgresql://orders-{i:06}-db.orders.svc.cluster.local:5432/orders\n    \
+             username: orders_{i:06}\n    password-sha256: {h1:016x}{h2:016x}\n    hikari:\n      \
+             maximum-pool-size: {pool:02}\n      connection-timeout: 30000\n      \
+             idle-timeout: 600000\n  kafka:\n    \
+             bootstrap-servers: kafka-0.kafka:9092,kafka-1.kafka:9092,kafka-2.kafka:9092\n    \
+             consumer:\n      group-id: orders-{i:06}\n      auto-offset-reset: earliest\n    \
+             producer:\n      acks: all\n      retries: 10\n\
+             management:\n  endpoints:\n    web:\n      exposure:\n        \
+             include: health,info,prometheus\n  metrics:\n    tags:\n      \
+             application: orders-{i:06}\n      region: {region}\n\
+             logging:\n  level:\n    root: INFO\n    com.example.orders: DEBUG\n    \
+             org.hibernate.SQL: WARN\n\
+             features:\n  new-checkout: {flag}\n  async-invoices: true\n  \
+             rollout-percent: {pct:03}\n",
+            port = 8000 + i % 1000,
+            h1 = mix(i),
+            h2 = mix(i ^ 0xfeed),
+            pool = 10 + i % 40,
+            region = ["eu-west-1", "us-east-1", "ap-south-1"][(i % 3) as usize],
+            flag = if i.is_multiple_of(2) {
+                "true "
+            } else {
+                "false"
+            },
+            pct = i % 101,
+        ),
+        Payload::Random => String::new(),
+    };
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut n = 0u64;
+    while text.len() < len {
+        // Past the rendered file (or for random text): base64 of random bytes.
+        let word = mix(i << 32 | n);
+        n += 1;
+        for k in 0..10 {
+            text.push(char::from(B64[((word >> (6 * k)) & 63) as usize]));
+        }
+    }
+    text.truncate(len);
+    text
+}
+
+fn configmap(ns: &str, name: &str, kind: Payload, i: usize, pad: usize) -> ConfigMap {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some(name.into());
     cm.metadata.namespace = Some(ns.into());
     cm.metadata.labels = Some([("app".to_string(), "bench".to_string())].into());
-    cm.data = Some([("payload".to_string(), "x".repeat(pad))].into());
+    let key = match kind {
+        Payload::Config => "application.yaml",
+        Payload::Random => "key.b64",
+    };
+    cm.data = Some([(key.to_string(), payload(kind, i, pad))].into());
     cm
 }
 
-/// The padding that makes a stored ConfigMap's JSON `target` bytes long, and that length.
+/// The padding that makes a stored ConfigMap's JSON `target` bytes long (its data escaped as
+/// JSON escapes it), and that length.
 async fn calibrate(
     client: &kube::Client,
     ns: &str,
     target: usize,
+    kind: Payload,
 ) -> anyhow::Result<(usize, usize)> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let probe = "probe-000000";
@@ -296,7 +380,7 @@ async fn calibrate(
         let api = api.clone();
         async move {
             let _ = api.delete(probe, &Default::default()).await;
-            api.create(&PostParams::default(), &configmap(ns, probe, pad))
+            api.create(&PostParams::default(), &configmap(ns, probe, kind, 0, pad))
                 .await?;
             let req = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/configmaps"))
                 .get(probe, &Default::default())?;
@@ -307,11 +391,20 @@ async fn calibrate(
     };
     let base = json_len(0).await?;
     anyhow::ensure!(base <= target, "an empty ConfigMap is already {base} bytes");
-    let pad = target - base;
+    let mut pad = target - base;
+    // Newlines take two bytes in JSON: take as many bytes off as the escapes add.
+    let first = json_len(pad).await?;
+    pad -= first.saturating_sub(target).min(pad);
     Ok((pad, json_len(pad).await?))
 }
 
-async fn fill(client: &kube::Client, ns: &str, n: usize, pad: usize) -> anyhow::Result<()> {
+async fn fill(
+    client: &kube::Client,
+    ns: &str,
+    n: usize,
+    kind: Payload,
+    pad: usize,
+) -> anyhow::Result<()> {
     let nss: Api<Namespace> = Api::all(client.clone());
     let mut namespace = Namespace::default();
     namespace.metadata.name = Some(ns.into());
@@ -325,7 +418,7 @@ async fn fill(client: &kube::Client, ns: &str, n: usize, pad: usize) -> anyhow::
             for i in (w..n).step_by(workers) {
                 api.create(
                     &PostParams::default(),
-                    &configmap(&ns, &format!("cm-{i:06}"), pad),
+                    &configmap(&ns, &format!("cm-{i:06}"), kind, i, pad),
                 )
                 .await?;
             }
@@ -353,19 +446,25 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
         &[10_000, 100_000]
     };
     let mut rows = Vec::new();
-    for (label, target) in [("352 B", 352usize), ("1.2 KB", 1_229)] {
-        let calib_ns = format!("calib-{target}");
+    let cases = [
+        ("352 B", 352usize, Payload::Config, sizes),
+        ("1.2 KB", 1_229, Payload::Config, sizes),
+        ("1.2 KB of random text", 1_229, Payload::Random, &sizes[..1]),
+    ];
+    for (label, target, kind, counts) in cases {
+        let random = kind == Payload::Random;
+        let calib_ns = format!("calib-{target}{}", if random { "-random" } else { "" });
         {
             let nss: Api<Namespace> = Api::all(client.clone());
             let mut namespace = Namespace::default();
             namespace.metadata.name = Some(calib_ns.clone());
             nss.create(&PostParams::default(), &namespace).await?;
         }
-        let (pad, json) = calibrate(&client, &calib_ns, target).await?;
-        for &n in sizes {
-            let ns = format!("cache-{target}-{n}");
+        let (pad, json) = calibrate(&client, &calib_ns, target, kind).await?;
+        for &n in counts {
+            let ns = format!("cache-{target}-{n}{}", if random { "-random" } else { "" });
             eprintln!("kore-bench: runtime_cache: storing {n} ConfigMaps of {json} JSON bytes");
-            fill(&client, &ns, n, pad).await?;
+            fill(&client, &ns, n, kind, pad).await?;
             eprintln!("kore-bench: runtime_cache: measuring kore-runtime's cache");
             let spec = |cache| ChildSpec {
                 cache,
@@ -384,18 +483,21 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                  bytes each; kore's decoded cache empty (a list fills none of it); the program's \
                  own pages first run while syncing (RssFile growth: kore {:.0} KiB, \
                  kube-runtime {:.0} KiB) are not counted; VmRSS growth per object: kore {:.0}, \
-                 kube-runtime {:.0}",
+                 kube-runtime {:.0}; start to synced: kore {:.0} ms, kube-runtime {:.0} ms",
                 kore.file_delta as f64 / 1024.0,
                 peer.file_delta as f64 / 1024.0,
                 vm(&kore),
                 vm(&peer),
+                kore.sync_ms,
+                peer.sync_ms,
             );
             rows.push(Row {
                 measure: format!("cache bytes per ConfigMap ({label} JSON, {n} objects)"),
                 kore: per(&kore),
                 unit: "bytes/object".into(),
                 peer: Some(("kube-runtime reflector".into(), per(&peer))),
-                target: Some(Target::LeanerThanPeer(5.0)),
+                // Content with nothing to share can only be held in about its own size.
+                target: (!random).then_some(Target::LeanerThanPeer(5.0)),
                 note: note.clone(),
             });
             rows.push(Row {
@@ -421,8 +523,9 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
                     per(&hot)
                 ),
             });
-            if n == sizes[0] && target == 352 {
-                for threads in [1, 2] {
+            if n == sizes[0] && !random {
+                let threads_list: &[usize] = if target == 352 { &[1, 2] } else { &[1] };
+                for &threads in threads_list {
                     let on = read_ns(&client, &ns, 1_024, threads).await?;
                     let off = read_ns(&client, &ns, 0, threads).await?;
                     rows.push(Row {
@@ -451,4 +554,39 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     }
     env.stop().await;
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Payload, payload};
+
+    /// Every object's data has the asked length and the same JSON length (the rows divide by
+    /// one object's), and no two objects hold the same text once it reaches the release's
+    /// name (the 352-byte objects' few bytes of data are the file's first line, alike in all).
+    #[test]
+    fn payloads_have_one_length_and_differ_per_object() {
+        for kind in [Payload::Config, Payload::Random] {
+            for len in [40, 880, 3_000] {
+                let json = |i| {
+                    serde_json::to_string(&payload(kind, i, len))
+                        .map(|s| s.len())
+                        .ok()
+                };
+                let first = json(0);
+                let mut seen = std::collections::HashSet::new();
+                for i in 0..2_000 {
+                    let text = payload(kind, i, len);
+                    assert_eq!(text.len(), len);
+                    assert_eq!(json(i), first, "{kind:?} {len} {i}");
+                    let unique = len >= 80 || kind == Payload::Random;
+                    assert!(
+                        seen.insert(text) || !unique,
+                        "{kind:?} {len}: object {i} repeats one before"
+                    );
+                }
+            }
+        }
+        let file = payload(Payload::Config, 7, 880);
+        assert!(file.starts_with("# Rendered by the orders chart for release orders-000007."));
+    }
 }
