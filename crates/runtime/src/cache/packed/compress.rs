@@ -41,8 +41,11 @@ const MAX_REFERENCES: usize = 1024;
 /// The most bytes of references a store keeps.
 const MAX_REFERENCE_BYTES: usize = 1 << 20;
 
+/// The most a compression buffer keeps between values; a longer value's buffer is freed.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
 /// The references of one store and a buffer to compress into.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct References {
     pub(super) by_id: Vec<Box<[u8]>>,
     by_context: Map<u64, u32>,
@@ -67,22 +70,28 @@ impl References {
             Some(dict) => block::compress_into_with_dict(raw, scratch, dict),
             None => block::compress_into(raw, scratch),
         };
-        let Ok(n) = written else {
-            return false;
-        };
         let reference = id.map_or(0, |id| u64::from(id) + 1);
-        let packed =
-            1 + varint_len(reference) + varint_len(raw.len() as u64) + varint_len(n as u64) + n;
         let plain = 1 + varint_len(raw.len() as u64) + raw.len();
-        if packed + raw.len() / 8 > plain {
-            return false;
+        let pays = |n: usize| {
+            let packed =
+                1 + varint_len(reference) + varint_len(raw.len() as u64) + varint_len(n as u64) + n;
+            packed + raw.len() / 8 <= plain
+        };
+        let wrote = match written {
+            Ok(n) if pays(n) => {
+                out.push(ZSTR);
+                put_varint(out, reference);
+                put_varint(out, raw.len() as u64);
+                put_varint(out, n as u64);
+                out.extend_from_slice(&scratch[..n]);
+                true
+            }
+            _ => false,
+        };
+        if scratch.capacity() > SCRATCH_KEPT {
+            *scratch = Vec::new();
         }
-        out.push(ZSTR);
-        put_varint(out, reference);
-        put_varint(out, raw.len() as u64);
-        put_varint(out, n as u64);
-        out.extend_from_slice(&scratch[..n]);
-        true
+        wrote
     }
 
     /// The reference of `context`, made from `raw` if the context has none and the bounds
@@ -106,6 +115,15 @@ impl References {
     #[cfg(test)]
     pub(crate) fn size(&self) -> (usize, usize) {
         (self.by_id.len(), self.bytes)
+    }
+}
+
+impl std::fmt::Debug for References {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("References")
+            .field("count", &self.by_id.len())
+            .field("bytes", &self.bytes)
+            .finish()
     }
 }
 
@@ -150,8 +168,28 @@ pub(super) fn context_of_key(key: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x6b6f_7265).hash_one(key)
 }
 
-/// The context of a value under a key that is symbol `id` (apart from every key's hash in
-/// all but a 2⁻³² share of cases, and a collision costs only a worse reference).
+/// The context of a value under a key that is symbol `id`. A key's hash equals one for about
+/// one key in 2³³; like any collision of contexts, that costs a poorer reference, never a
+/// wrong value (the entry names the reference it was compressed against).
 pub(super) fn context_of_symbol(id: u32) -> u64 {
     (1 << 63) | u64::from(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long value compresses through a buffer of its size, which is not kept afterwards;
+    /// a short one's is.
+    #[test]
+    fn a_long_values_buffer_is_not_kept() {
+        let mut refs = References::default();
+        let mut out = Vec::new();
+        let long = "key: value\n".repeat(20_000);
+        assert!(refs.put(&mut out, &long, 1));
+        assert!(out.len() < long.len() / 8, "{} bytes", out.len());
+        assert!(refs.scratch.capacity() <= SCRATCH_KEPT);
+        assert!(refs.put(&mut out, &"line\n".repeat(100), 2));
+        assert!(refs.scratch.capacity() > 0);
+    }
 }
