@@ -34,6 +34,12 @@ use serde_json::json;
 /// How many times a write is recomputed after conflicts before giving up.
 const ATTEMPTS: usize = 8;
 
+/// The pause before re-reading after a second or later conflict, scaled by a random factor
+/// between 1 and 2: client-go's `retry.DefaultRetry` waits 10 ms between its attempts, with
+/// jitter. Without a pause, a writer that rewrites the object in a loop wins every round, as
+/// each attempt's read and write are one round trip behind it.
+const CONFLICT_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Errors of the finalizer helper.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -214,6 +220,14 @@ where
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
             Err(kube::Error::Api(s)) if s.code == 409 && attempt < attempts => {
                 tracing::debug!(%name, attempt, "finalizer write conflicted; re-reading");
+                // The first conflict is re-read at once (another writer came between our
+                // read and write); later ones wait a little longer each time, with jitter,
+                // so that two writers stop meeting in step.
+                if attempt > 1 {
+                    let jitter = 1.0 + rand::Rng::random_range(&mut rand::rng(), 0.0..1.0);
+                    let scale = u32::try_from(attempt - 1).unwrap_or(u32::MAX).min(4);
+                    tokio::time::sleep((CONFLICT_PAUSE * scale).mul_f64(jitter)).await;
+                }
                 match api.get_opt(&name).await? {
                     Some(fresh) => current = fresh,
                     None => return Ok(None),
