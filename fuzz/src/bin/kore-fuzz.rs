@@ -22,10 +22,17 @@ fn main() {
     let run = target.run;
     // The server handles requests on tokio worker threads, whose stacks are 2 MiB: fuzz on such
     // a stack too, so that recursion that would overflow in the server overflows here (the
-    // main thread's 8 MiB would hide it).
+    // main thread's 8 MiB would hide it). A harness built at opt-level 0 (CI's quick build)
+    // needs several times the stack for the same depth, in dependencies no real build leaves
+    // unoptimized, so `fuzz/run` gives it a larger one through KORE_FUZZ_STACK_MIB.
+    let stack = std::env::var("KORE_FUZZ_STACK_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|mib| (1..=1024).contains(mib))
+        .map_or(kore_fuzz::STACK_SIZE, |mib| mib << 20);
     let fuzzer = std::thread::Builder::new()
         .name("fuzz".into())
-        .stack_size(kore_fuzz::STACK_SIZE)
+        .stack_size(stack)
         .spawn(move || {
             afl::fuzz!(|data: &[u8]| {
                 run(data);
