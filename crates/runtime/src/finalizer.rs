@@ -31,14 +31,23 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::informer::BackoffConfig;
+use crate::informer::backoff::Backoff;
+
 /// How many times a write is recomputed after conflicts before giving up.
 const ATTEMPTS: usize = 8;
 
-/// The pause before re-reading after a second or later conflict, scaled by a random factor
-/// between 1 and 2: client-go's `retry.DefaultRetry` waits 10 ms between its attempts, with
-/// jitter. Without a pause, a writer that rewrites the object in a loop wins every round, as
-/// each attempt's read and write are one round trip behind it.
-const CONFLICT_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+/// The pauses before re-reading after a second or later conflict: jittered, doubling from
+/// 5 ms to at most 40 ms (client-go's `retry.DefaultRetry` waits 10 ms between its attempts,
+/// with jitter). Without a pause, a writer that rewrites the object in a loop wins every
+/// round, as each attempt's read and write are one round trip behind it.
+fn conflict_backoff() -> Backoff {
+    Backoff::new(BackoffConfig {
+        initial: std::time::Duration::from_millis(5),
+        max: std::time::Duration::from_millis(40),
+        reset_after: std::time::Duration::MAX,
+    })
+}
 
 /// Errors of the finalizer helper.
 #[derive(Debug, thiserror::Error)]
@@ -207,6 +216,7 @@ where
     };
     let mut current = obj.clone();
     let mut attempt = 0;
+    let mut backoff = conflict_backoff();
     loop {
         attempt += 1;
         let Some(patch) = patch(current.meta(), &change) else {
@@ -224,9 +234,8 @@ where
                 // read and write); later ones wait a little longer each time, with jitter,
                 // so that two writers stop meeting in step.
                 if attempt > 1 {
-                    let jitter = 1.0 + rand::Rng::random_range(&mut rand::rng(), 0.0..1.0);
-                    let scale = u32::try_from(attempt - 1).unwrap_or(u32::MAX).min(4);
-                    tokio::time::sleep((CONFLICT_PAUSE * scale).mul_f64(jitter)).await;
+                    let delay = backoff.failed(tokio::time::Instant::now());
+                    tokio::time::sleep(delay).await;
                 }
                 match api.get_opt(&name).await? {
                     Some(fresh) => current = fresh,

@@ -25,11 +25,16 @@ fn main() {
     // main thread's 8 MiB would hide it). A harness built at opt-level 0 (CI's quick build)
     // needs several times the stack for the same depth, in dependencies no real build leaves
     // unoptimized, so `fuzz/run` gives it a larger one through KORE_FUZZ_STACK_MIB.
-    let stack = std::env::var("KORE_FUZZ_STACK_MIB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|mib| (1..=1024).contains(mib))
-        .map_or(kore_fuzz::STACK_SIZE, |mib| mib << 20);
+    let stack = match std::env::var("KORE_FUZZ_STACK_MIB") {
+        Err(_) => kore_fuzz::STACK_SIZE,
+        Ok(v) => match v.parse::<usize>() {
+            Ok(mib) if (1..=1024).contains(&mib) => mib << 20,
+            _ => {
+                eprintln!("KORE_FUZZ_STACK_MIB={v:?}: expected a whole number of MiB, 1 to 1024");
+                std::process::exit(2);
+            }
+        },
+    };
     let fuzzer = std::thread::Builder::new()
         .name("fuzz".into())
         .stack_size(stack)

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-mod backoff;
+pub(crate) mod backoff;
 mod config;
 mod shared;
 mod skip_managed;
