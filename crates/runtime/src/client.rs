@@ -94,6 +94,11 @@ impl<K: Informable + Serialize> CachedClient<K> {
         self.informer.store().by_index(index, value)
     }
 
+    /// The keys the index `index` lists under `value`, from the cache: nothing is decoded.
+    pub fn keys_by_index(&self, index: &str, value: &str) -> Vec<ObjectKey> {
+        self.informer.store().keys_by_index(index, value)
+    }
+
     fn request(namespace: Option<&str>) -> Request {
         Request::new(K::url_path(&(), namespace))
     }

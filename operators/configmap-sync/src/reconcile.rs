@@ -341,15 +341,25 @@ impl SyncReconciler {
         }
     }
 
-    /// Deletes every copy of `owner` for which `keep` is false; returns whether it deleted any.
+    /// Deletes every copy of `owner` whose key `keep` rejects; returns whether it deleted any.
+    ///
+    /// Decides by key, so only the copies it deletes are read from the cache (decoded): a
+    /// copy's namespace and name are all `keep` needs, and its uid and resourceVersion are
+    /// what the delete's preconditions need.
     async fn delete_copies(
         &self,
         owner: &ObjectKey,
-        keep: impl Fn(&ConfigMap) -> bool,
+        keep: impl Fn(&ObjectKey) -> bool,
     ) -> Result<bool, Error> {
         let mut deleted = false;
-        for cm in self.configmaps.by_index(INDEX_OWNER, &owner.to_string()) {
-            if !keep(&cm) {
+        for key in self
+            .configmaps
+            .keys_by_index(INDEX_OWNER, &owner.to_string())
+        {
+            if keep(&key) {
+                continue;
+            }
+            if let Some(cm) = self.configmaps.get(&key) {
                 self.delete_copy(&cm).await?;
                 deleted = true;
             }
@@ -484,12 +494,10 @@ impl SyncReconciler {
         // Copies where none belongs any more: the destination left the spec, the namespace
         // stopped matching, or the copies' name changed.
         let mut wrote = self
-            .delete_copies(key, |cm| {
-                cm.metadata.name.as_deref() == Some(targets.name.as_str())
-                    && cm
-                        .metadata
-                        .namespace
-                        .as_ref()
+            .delete_copies(key, |copy| {
+                copy.name() == targets.name
+                    && copy
+                        .namespace()
                         .is_some_and(|ns| targets.namespaces.contains(ns))
             })
             .await?;

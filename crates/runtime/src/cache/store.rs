@@ -191,6 +191,10 @@ struct Index<K> {
 
 impl<K> Index<K> {
     fn insert(&mut self, key: &str, values: Vec<String>) {
+        // Most updates (a status, a finalizer) leave the indexed values as they were.
+        if self.by_key.get(key).is_some_and(|old| *old == values) {
+            return;
+        }
         self.remove(key);
         if values.is_empty() {
             return;

@@ -70,6 +70,14 @@ fn indexes_follow_updates_deletes_and_swaps() {
     store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
     store.apply(&store.pack(&cm("b", 2, "x")).expect("packs"));
     assert_eq!(store.by_index("src", "x").len(), 2);
+    // An update that leaves the indexed value as it was keeps the key under it, once.
+    store.apply(&store.pack(&cm("a", 2, "x")).expect("packs"));
+    assert_eq!(store.keys_by_index("src", "x").len(), 2);
+    let a = store.by_index("src", "x");
+    assert!(
+        a.iter()
+            .any(|cm| cm.metadata.resource_version.as_deref() == Some("2"))
+    );
     store.apply(&store.pack(&cm("a", 3, "y")).expect("packs"));
     assert_eq!(store.by_index("src", "x").len(), 1);
     assert_eq!(store.by_index("src", "y").len(), 1);
