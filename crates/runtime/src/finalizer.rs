@@ -45,6 +45,7 @@ fn conflict_backoff() -> Backoff {
     Backoff::new(BackoffConfig {
         initial: std::time::Duration::from_millis(5),
         max: std::time::Duration::from_millis(40),
+        // Never reached: the helper never reports itself healthy, so the delays only grow.
         reset_after: std::time::Duration::MAX,
     })
 }

@@ -1,4 +1,5 @@
-//! [`Backoff`]: how long an informer waits before retrying a failed list or watch.
+//! [`Backoff`]: how long an informer waits before retrying a failed list or watch. The
+//! finalizer helper uses it too, with its own bounds, between conflicting writes.
 //!
 //! Jittered exponential: the base starts at 800 ms and doubles up to 30 s; each delay is the
 //! base plus up to as much again at random, never above the maximum. After the informer has

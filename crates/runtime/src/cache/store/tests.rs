@@ -70,7 +70,8 @@ fn indexes_follow_updates_deletes_and_swaps() {
     store.apply(&store.pack(&cm("a", 1, "x")).expect("packs"));
     store.apply(&store.pack(&cm("b", 2, "x")).expect("packs"));
     assert_eq!(store.by_index("src", "x").len(), 2);
-    // An update that leaves the indexed value as it was keeps the key under it, once.
+    // An update that leaves the indexed value as it was keeps the key under it, and readers
+    // by the index get the new version.
     store.apply(&store.pack(&cm("a", 2, "x")).expect("packs"));
     assert_eq!(store.keys_by_index("src", "x").len(), 2);
     let a = store.by_index("src", "x");
