@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::hash::Hash;
 use std::pin::pin;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -71,6 +71,8 @@ where
             inbox: CacheLine(Mutex::new(Vec::new())),
             hasher: foldhash::fast::RandomState::default(),
             parked,
+            flush_asked: CacheLine(AtomicBool::new(false)),
+            flush: Arc::new(Notify::new()),
             idle: Notify::new(),
             metrics: config.metrics,
             _timer: stop.clone().drop_guard(),
@@ -82,25 +84,17 @@ where
     /// Adds `key` now. Does nothing if the key is already queued, is quarantined, or the queue
     /// is shut down; if a worker holds the key, it is handed out again once the guard settles.
     ///
-    /// Without metrics the key goes into an inbox that the next worker to take a key moves
-    /// into the queue, so adding does not wait for the queue's lock while workers hold it; the
-    /// adding thread moves the inbox itself when a worker is parked or the inbox is full. With
-    /// metrics the add takes the lock, so the depth it reports is never behind.
+    /// The key goes into an inbox that the next worker to take a key moves into the queue, so
+    /// adding does not wait for the queue's lock while workers hold it; the adding thread
+    /// moves the inbox itself when a worker is parked or the inbox is full. With metrics the
+    /// add is counted when the inbox moves, and the timer task moves it within about a
+    /// millisecond if no worker does, so the depth gauge is never behind for longer.
     pub fn add(&self, key: K) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        if !self.inner.uses_inbox() {
-            // With metrics the add is counted as it happens: a key left in the inbox while
-            // every worker is busy would be missing from the depth gauge for as long.
-            let incoming = self.inner.incoming(key, now);
-            let counted = self.with_state(|state, wake| {
-                let added = state.add_hashed(incoming.key, incoming.hash, incoming.at, wake);
-                usize::from(added.counted)
-            });
-            self.count_adds(counted);
-            return;
-        }
         if self.inner.push(key, now) {
             self.with_state(|_, _| ());
+        } else {
+            self.inner.ask_flush();
         }
     }
 
@@ -125,7 +119,7 @@ where
     }
 
     /// Adds every key of `keys` at once (a resync enqueueing a whole cache): one acquisition of
-    /// the inbox's lock, or of the queue's with metrics. Each key behaves as with
+    /// the inbox's lock. Each key behaves as with
     /// [`add`](Self::add). The keys are hashed before any lock is taken.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let now = self.inner.metrics.as_deref().map(|_| Instant::now());
@@ -133,22 +127,11 @@ where
             .into_iter()
             .map(|key| self.inner.incoming(key, now))
             .collect();
-        if self.inner.uses_inbox() {
-            if self.inner.push_all(&mut incoming) {
-                self.with_state(|_, _| ());
-            }
-            return;
+        if self.inner.push_all(&mut incoming) {
+            self.with_state(|_, _| ());
+        } else {
+            self.inner.ask_flush();
         }
-        let counted = self.with_state(|state, wake| {
-            let mut counted = 0;
-            for i in incoming {
-                if state.add_hashed(i.key, i.hash, i.at, wake).counted {
-                    counted += 1;
-                }
-            }
-            counted
-        });
-        self.count_adds(counted);
     }
 
     /// Adds `key` after `delay`. If the key already waits for a delay, the earlier deadline

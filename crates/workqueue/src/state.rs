@@ -15,11 +15,12 @@
 //! keys. The key itself is an `Arc<K>` that the slot and the guard share, so handing it out
 //! copies a pointer.
 //!
-//! On a queue without metrics adds do not take the state's lock: they push the hashed,
-//! shared key into the *inbox* (`Inner::inbox`, its own small lock), which whoever takes the
-//! state's lock next moves in, in order ([`Inner::drain`]). The adding thread moves it in
-//! itself only when a worker is parked or the inbox is full. `docs/design/queue.md` gives the
-//! invariants and why.
+//! Adds do not take the state's lock: they push the hashed, shared key into the *inbox*
+//! (`Inner::inbox`, its own small lock), which whoever takes the state's lock next moves in,
+//! in order ([`Inner::drain`]). The adding thread moves it in itself only when a worker is
+//! parked or the inbox is full; on a queue with metrics, whose adds are counted when they
+//! move in, the timer task moves it within [`FLUSH_AFTER`] if nobody else does.
+//! `docs/design/queue.md` gives the invariants and why.
 //!
 //! A freed slot stays in the index (a *stale* entry: its slot has no key, or another key, so
 //! no search matches it) until stale entries outnumber live ones, when the index is rebuilt
@@ -31,7 +32,7 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -56,6 +57,11 @@ pub(super) const STALE_MIN: usize = 1024;
 /// bounds the inbox (and so the memory a burst of adds can hold) while workers are busy, and
 /// amortises one acquisition of the state's lock over this many adds.
 pub(super) const INBOX_MAX: usize = 256;
+
+/// How long a key may wait in the inbox, uncounted, on a queue with metrics while no worker
+/// takes the state's lock (every worker busy in a long reconcile): the timer task moves the
+/// inbox in this long after an add asks it to (see [`Inner::ask_flush`]).
+pub(super) const FLUSH_AFTER: Duration = Duration::from_millis(1);
 
 /// A key's hash as the queue keeps it: 32 bits of foldhash's output, stored beside the slot
 /// number in each index entry so the index grows and is rebuilt without reading a slot.
@@ -97,6 +103,10 @@ pub(super) struct Inner<K> {
     pub(super) hasher: foldhash::fast::RandomState,
     /// How many workers are parked in `state.waiters`, readable without the state's lock.
     pub(super) parked: Parked,
+    /// Whether the timer task was asked to move the inbox in (with metrics only).
+    pub(super) flush_asked: CacheLine<AtomicBool>,
+    /// Wakes the timer task to move the inbox in (see [`Inner::ask_flush`]).
+    pub(super) flush: Arc<Notify>,
     /// Wakes `shutdown_with_drain` when the last guard settles.
     pub(super) idle: Notify,
     pub(super) metrics: Option<Hook>,
@@ -706,9 +716,6 @@ where
     /// Moves the inbox's keys into `state`, in the order they were added, as
     /// [`State::add_hashed`] would have. Returns how many were queued (for the adds metric).
     pub(super) fn drain(&self, state: &mut State<K>, wake: &mut Wake) -> usize {
-        if !self.uses_inbox() {
-            return 0;
-        }
         {
             let mut inbox = self.lock_inbox();
             if inbox.is_empty() {
@@ -732,13 +739,37 @@ where
 
     /// Whether no add waits in the inbox.
     pub(super) fn inbox_is_empty(&self) -> bool {
-        !self.uses_inbox() || self.lock_inbox().is_empty()
+        self.lock_inbox().is_empty()
     }
 
-    /// Whether adds go through the inbox: only without metrics, whose depth must not lag
-    /// (see `Queue::add`).
-    pub(super) fn uses_inbox(&self) -> bool {
-        self.metrics.is_none()
+    /// After an add left its key in the inbox: on a queue with metrics, asks the timer task
+    /// to move the inbox in (and so count the add) within [`FLUSH_AFTER`], unless it was
+    /// asked already. A key must not stay out of the depth gauge while every worker is busy.
+    pub(super) fn ask_flush(&self) {
+        if self.metrics.is_some()
+            && !self.flush_asked.load(Ordering::Relaxed)
+            && !self.flush_asked.swap(true, Ordering::AcqRel)
+        {
+            self.flush.notify_one();
+        }
+    }
+
+    /// Moves the inbox in and counts its adds: the timer task's answer to [`ask_flush`].
+    ///
+    /// [`ask_flush`]: Self::ask_flush
+    fn flush_inbox(&self) {
+        // Cleared before the inbox is taken: an add that finds it set pushed its key before
+        // this drain (the inbox's lock orders the two), and one that finds it clear asks again.
+        self.flush_asked.store(false, Ordering::SeqCst);
+        let mut wake = Wake::default();
+        let counted = {
+            let mut state = self.lock();
+            self.drain(&mut state, &mut wake)
+        };
+        wake.run();
+        for _ in 0..counted {
+            count_add(self.metrics.as_deref());
+        }
     }
 
     fn lock_inbox(&self) -> MutexGuard<'_, Vec<Incoming<K>>> {
@@ -782,12 +813,29 @@ pub(super) async fn run_timer<K>(inner: Weak<Inner<K>>, stop: CancellationToken)
 where
     K: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    // Only the `Notify` is held across the waits: a strong handle would keep the queue alive.
+    let flush = match inner.upgrade() {
+        Some(inner) => inner.flush.clone(),
+        None => return,
+    };
     let expire = poll_fn(|cx| match inner.upgrade() {
         Some(inner) => inner.poll_delayed(cx),
         None => Poll::Ready(()),
     });
+    let flushes = async {
+        loop {
+            flush.notified().await;
+            // Adds that come meanwhile join this flush instead of asking for their own.
+            tokio::time::sleep(FLUSH_AFTER).await;
+            match inner.upgrade() {
+                Some(inner) => inner.flush_inbox(),
+                None => return,
+            }
+        }
+    };
     tokio::select! {
         () = stop.cancelled() => {}
         () = expire => {}
+        () = flushes => {}
     }
 }

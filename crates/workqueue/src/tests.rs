@@ -626,8 +626,8 @@ async fn an_add_racing_a_worker_that_parks_always_wakes_it() {
     assert_eq!(q.state().live_keys(), 0);
 }
 
-#[tokio::test]
-async fn with_metrics_adds_are_counted_as_they_happen_and_duplicates_are_not() {
+#[tokio::test(start_paused = true)]
+async fn with_metrics_adds_are_counted_within_a_millisecond_and_duplicates_are_not() {
     #[derive(Debug, Default)]
     struct Count(AtomicUsize);
     impl Metrics for Arc<Count> {
@@ -641,14 +641,30 @@ async fn with_metrics_adds_are_counted_as_they_happen_and_duplicates_are_not() {
     }
     let count = Arc::new(Count::default());
     let q: Queue<u32> = Queue::new(QueueConfig::default().metrics(count.clone()));
-    for k in 0..1_000 {
+    // A worker holds a key through the whole test, as a long reconcile does: nobody else
+    // takes the state's lock, and the adds below (fewer than fill the inbox) wait in it.
+    q.add(99);
+    let held = q.next().await.expect("a key");
+    let counted = || count.0.load(Ordering::SeqCst);
+    for k in 0..100 {
         q.add(k % 10);
     }
-    // No worker has taken the lock: a depth gauge must not wait for one.
+    tokio::time::sleep(state::FLUSH_AFTER * 2).await;
     assert_eq!(
-        count.0.load(Ordering::SeqCst),
-        10,
-        "duplicates are not counted"
+        counted(),
+        11,
+        "99, then ten distinct keys; duplicates are not counted"
     );
-    assert_eq!(q.len(), 10);
+    for k in 0..10 {
+        q.add(k);
+    }
+    q.add_all(10..15);
+    tokio::time::sleep(state::FLUSH_AFTER * 2).await;
+    assert_eq!(
+        counted(),
+        16,
+        "the five new keys of the batch, no duplicate"
+    );
+    drop(held);
+    assert_eq!(q.len(), 15);
 }
