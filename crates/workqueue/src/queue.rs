@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
-use crate::state::{CacheLine, Inner, Popped, Settle, SlotId, State, Wake, count_add, run_timer};
+use crate::state::{CacheLine, Inner, Popped, Settle, SlotId, State, Wake, run_timer};
 use crate::{MAX_DELAY, QueueConfig, Retry};
 
 /// A workqueue of keys. Cheap to clone; clones share the queue.
@@ -98,24 +98,9 @@ where
         }
     }
 
-    /// Runs `f` on the state under its lock, after moving the inbox into it; wakes the workers
-    /// `f` and the move readied and counts the adds once the lock is released.
+    /// [`Inner::with_state`]: `f` on the state, with the inbox moved in first.
     fn with_state<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
-        let mut wake = Wake::default();
-        let (result, counted) = {
-            let mut state = self.inner.lock();
-            let counted = self.inner.drain(&mut state, &mut wake);
-            (f(&mut state, &mut wake), counted)
-        };
-        wake.run();
-        self.count_adds(counted);
-        result
-    }
-
-    fn count_adds(&self, counted: usize) {
-        for _ in 0..counted {
-            count_add(self.inner.metrics.as_deref());
-        }
+        self.inner.with_state(f)
     }
 
     /// Adds every key of `keys` at once (a resync enqueueing a whole cache): one acquisition of
@@ -164,7 +149,7 @@ where
         let Some(added) = added else {
             return false;
         };
-        self.count_adds(usize::from(added.counted));
+        self.inner.count_adds(usize::from(added.counted));
         true
     }
 
@@ -393,7 +378,7 @@ where
                 counted += inner.drain(state, wake);
             }
         });
-        self.queue.count_adds(counted);
+        self.queue.inner.count_adds(counted);
         popped.map(|p| p.map(|p| self.queue.guard(p, None)))
     }
 }

@@ -761,12 +761,25 @@ where
         // Cleared before the inbox is taken: an add that finds it set pushed its key before
         // this drain (the inbox's lock orders the two), and one that finds it clear asks again.
         self.flush_asked.store(false, Ordering::SeqCst);
+        self.with_state(|_, _| ());
+    }
+
+    /// Runs `f` on the state under its lock, after moving the inbox into it; wakes the workers
+    /// `f` and the move readied and counts the adds once the lock is released.
+    pub(super) fn with_state<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
-        let counted = {
+        let (result, counted) = {
             let mut state = self.lock();
-            self.drain(&mut state, &mut wake)
+            let counted = self.drain(&mut state, &mut wake);
+            (f(&mut state, &mut wake), counted)
         };
         wake.run();
+        self.count_adds(counted);
+        result
+    }
+
+    /// Reports `counted` adds (each one a key that joined the queue) to the metrics.
+    pub(super) fn count_adds(&self, counted: usize) {
         for _ in 0..counted {
             count_add(self.metrics.as_deref());
         }
@@ -797,9 +810,7 @@ where
             state.shut_down
         };
         wake.run();
-        for _ in 0..added {
-            count_add(self.metrics.as_deref());
-        }
+        self.count_adds(added);
         if shut_down {
             Poll::Ready(())
         } else {
