@@ -11,6 +11,8 @@
 //!   retried after their backoff).
 //!
 //! `KORE_BENCH_RUNTIME=queue bash bench/run.sh --suite runtime` runs the workqueue rows only.
+//! `KORE_BENCH_CLIENT_GO_QUEUE=<binary>` adds client-go's queue as the ObjectKey row's peer
+//! (`bench/peers/client-go-queue`, built with Go), run right after kore's in each round.
 //! - **No-op reconciles/s**: objects are created in an in-process kore-apiserver, both
 //!   controllers list them into their caches, then every cached key is enqueued, round after
 //!   round, and the clock stops when the last reconcile of the last round returns. kore enqueues
@@ -18,10 +20,13 @@
 //!   for the previous one, so every enqueue is a reconcile (nothing collapses).
 
 use std::convert::Infallible;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures::StreamExt;
 use futures::stream::{self, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -49,6 +54,36 @@ pub(crate) async fn run(quick: bool) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The built client-go peer of the ObjectKey row, if `KORE_BENCH_CLIENT_GO_QUEUE` names it.
+fn client_go_queue() -> Option<PathBuf> {
+    std::env::var_os("KORE_BENCH_CLIENT_GO_QUEUE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// One run of the client-go peer over `n` keys: it prints its items per second and nothing
+/// else.
+async fn client_go_items_per_sec(bin: PathBuf, n: u64) -> anyhow::Result<f64> {
+    let shown = bin.display().to_string();
+    let out = tokio::task::spawn_blocking(move || Command::new(&bin).arg(n.to_string()).output())
+        .await
+        .context("joining the client-go run")?
+        .with_context(|| format!("running {shown}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{shown} {n} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let rate: f64 = printed
+        .trim()
+        .parse()
+        .with_context(|| format!("{shown} printed {printed:?}, not items per second"))?;
+    anyhow::ensure!(rate > 0.0, "{shown} printed {rate} items per second");
+    Ok(rate)
+}
+
 /// Distinct namespace/name keys, as a controller's queue holds.
 fn object_keys(n: u64) -> Vec<ObjectKey> {
     (0..n)
@@ -73,19 +108,47 @@ async fn queue_rows(quick: bool) -> anyhow::Result<Vec<Row>> {
         note: format!("{items} distinct keys; add, next, settle; no metrics"),
     });
     eprintln!("kore-bench: workqueue, {} ObjectKey keys", items / 4);
-    rows.push(Row {
-        measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
-        kore: queue_items_per_sec(object_keys(items / 4), 1, 2, plain()).await?,
-        unit: "items/s".into(),
-        peer: None,
-        // Issue 16: twice client-go's rate-limited queue with `ns/obj-i` string keys
-        // (2.05 M items/s on the 2-core machine).
-        target: Some(Target::AtLeast(4_000_000.0)),
-        note: format!(
-            "{} distinct namespace/name keys, as a controller's queue holds; no metrics; \
-             client-go 0.32's rate-limited queue with string keys: 2.05 M items/s (issue 16)",
-            items / 4
-        ),
+    let kore = queue_items_per_sec(object_keys(items / 4), 1, 2, plain()).await?;
+    rows.push(match client_go_queue() {
+        // Issue 16's target is twice client-go's rate-limited queue with `ns/obj-i` string
+        // keys, measured right after kore's run in the same round.
+        Some(bin) => {
+            eprintln!(
+                "kore-bench: workqueue, client-go's queue ({})",
+                bin.display()
+            );
+            let peer = client_go_items_per_sec(bin, items / 4).await?;
+            Row {
+                measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
+                kore,
+                unit: "items/s".into(),
+                peer: Some(("client-go 0.32 workqueue".into(), peer)),
+                target: Some(Target::FasterThanPeer(2.0)),
+                note: format!(
+                    "{} distinct namespace/name keys, as a controller's queue holds; no \
+                     metrics; the peer is client-go's NewTypedRateLimitingQueue with the same \
+                     keys as strings, Get then Forget and Done on 2 goroutines \
+                     (bench/peers/client-go-queue)",
+                    items / 4
+                ),
+            }
+        }
+        // Without the peer, the issue's absolute figure: twice client-go's 2.05 M items/s on
+        // the machine the issue was filed from.
+        None => Row {
+            measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
+            kore,
+            unit: "items/s".into(),
+            peer: None,
+            target: Some(Target::AtLeast(4_000_000.0)),
+            note: format!(
+                "{} distinct namespace/name keys, as a controller's queue holds; no metrics; \
+                 client-go 0.32's rate-limited queue with string keys: 2.05 M items/s on the \
+                 machine of issue 16 (set KORE_BENCH_CLIENT_GO_QUEUE to measure it in the same \
+                 run: bench/peers/client-go-queue)",
+                items / 4
+            ),
+        },
     });
 
     rows.push(Row {
