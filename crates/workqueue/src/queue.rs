@@ -90,8 +90,7 @@ where
     /// add is counted when the inbox moves, and the timer task moves it within about a
     /// millisecond if no worker does, so the depth gauge is never behind for longer.
     pub fn add(&self, key: K) {
-        let now = self.inner.metrics.as_deref().map(|_| Instant::now());
-        if self.inner.push(key, now) {
+        if self.inner.push(key) {
             self.with_state(|_, _| ());
         } else {
             self.inner.ask_flush();
@@ -107,10 +106,9 @@ where
     /// the inbox's lock. Each key behaves as with
     /// [`add`](Self::add). The keys are hashed before any lock is taken.
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) {
-        let now = self.inner.metrics.as_deref().map(|_| Instant::now());
         let mut incoming: Vec<_> = keys
             .into_iter()
-            .map(|key| self.inner.incoming(key, now))
+            .map(|key| self.inner.incoming(key))
             .collect();
         if self.inner.push_all(&mut incoming) {
             self.with_state(|_, _| ());
@@ -281,7 +279,16 @@ where
     /// Settles slot `slot` as done and pops the next key under the same lock, reporting the
     /// hand-out: the caller's guard takes the key, so a worker loop makes no new guard.
     pub(super) fn settle_done_and_pop(&self, slot: SlotId, started: Option<Instant>) -> Next<K> {
-        let (popped, shut_down, idle) = self.with_state(|state, wake| {
+        // With metrics, one clock reading ends this key's work, stamps the keys the inbox
+        // brings in, and starts the next key's work.
+        let now = self.inner.metrics.as_deref().map(|m| {
+            let now = Instant::now();
+            if let Some(started) = started {
+                m.settled(now.saturating_duration_since(started));
+            }
+            now
+        });
+        let (popped, shut_down, idle) = self.inner.with_state_at(now, |state, wake| {
             // If the key goes back into an empty `ready`, this worker takes it at once, so
             // the push wakes nobody; behind other keys, it wakes a parked worker as any push.
             let requeued_behind = !state.ready.is_empty();
@@ -296,14 +303,6 @@ where
         if idle {
             self.inner.idle.notify_waiters();
         }
-        // With metrics, one clock reading ends this key's work and starts the next one's.
-        let now = self.inner.metrics.as_deref().map(|m| {
-            let now = Instant::now();
-            if let Some(started) = started {
-                m.settled(now.saturating_duration_since(started));
-            }
-            now
-        });
         if shut_down {
             return Next::ShutDown;
         }
@@ -375,7 +374,7 @@ where
                 if inner.inbox_is_empty() {
                     return (Poll::Pending, counted);
                 }
-                counted += inner.drain(state, wake);
+                counted += inner.drain(state, wake, None);
             }
         });
         self.queue.inner.count_adds(counted);

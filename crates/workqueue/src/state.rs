@@ -335,12 +335,12 @@ pub(super) struct Added {
     pub(super) ready: bool,
 }
 
-/// A key in the inbox: added, hashed, not yet in the state.
+/// A key in the inbox: added, hashed, not yet in the state. It carries no time: with metrics,
+/// its wait is counted from when the inbox moves in ([`Inner::drain`]), so an add does not
+/// read the clock.
 pub(super) struct Incoming<K> {
     pub(super) key: Arc<K>,
     pub(super) hash: KeyHash,
-    /// When it was added (kept only with metrics).
-    pub(super) at: Option<Instant>,
 }
 
 /// A handed-out key: its copy for the guard, its slot, and when it was queued (with metrics).
@@ -672,8 +672,8 @@ where
     /// ([`inbox_is_empty`](Self::inbox_is_empty)); an add pushes under the inbox's lock and
     /// then reads [`parked`](Self::parked). The inbox's lock orders the two, so either the
     /// worker finds the key or the add finds the worker.
-    pub(super) fn push(&self, key: K, at: Option<Instant>) -> bool {
-        let incoming = self.incoming(key, at);
+    pub(super) fn push(&self, key: K) -> bool {
+        let incoming = self.incoming(key);
         let full = {
             let mut inbox = self.lock_inbox();
             inbox.push(incoming);
@@ -705,17 +705,25 @@ where
     }
 
     /// `key` ready for the state: hashed, and shared so handing it out copies a pointer.
-    pub(super) fn incoming(&self, key: K, at: Option<Instant>) -> Incoming<K> {
+    pub(super) fn incoming(&self, key: K) -> Incoming<K> {
         Incoming {
             hash: self.hash(&key),
             key: Arc::new(key),
-            at,
         }
     }
 
     /// Moves the inbox's keys into `state`, in the order they were added, as
     /// [`State::add_hashed`] would have. Returns how many were queued (for the adds metric).
-    pub(super) fn drain(&self, state: &mut State<K>, wake: &mut Wake) -> usize {
+    ///
+    /// With metrics, the keys' wait starts at `now`, the clock reading of the caller that
+    /// moves them, taken just before it took the state's lock; without one (`None`), the
+    /// clock is read here, once for the whole inbox.
+    pub(super) fn drain(
+        &self,
+        state: &mut State<K>,
+        wake: &mut Wake,
+        now: Option<Instant>,
+    ) -> usize {
         {
             let mut inbox = self.lock_inbox();
             if inbox.is_empty() {
@@ -723,11 +731,15 @@ where
             }
             std::mem::swap(&mut *inbox, &mut state.spare);
         }
+        let now = self
+            .metrics
+            .as_deref()
+            .map(|_| now.unwrap_or_else(Instant::now));
         let mut batch = std::mem::take(&mut state.spare);
         let mut counted = 0;
         for incoming in batch.drain(..) {
             if state
-                .add_hashed(incoming.key, incoming.hash, incoming.at, wake)
+                .add_hashed(incoming.key, incoming.hash, now, wake)
                 .counted
             {
                 counted += 1;
@@ -767,10 +779,20 @@ where
     /// Runs `f` on the state under its lock, after moving the inbox into it; wakes the workers
     /// `f` and the move readied and counts the adds once the lock is released.
     pub(super) fn with_state<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
+        self.with_state_at(None, f)
+    }
+
+    /// [`with_state`](Self::with_state), with the clock already read at `now` (with metrics
+    /// only): the keys the inbox brings in are stamped with it.
+    pub(super) fn with_state_at<R>(
+        &self,
+        now: Option<Instant>,
+        f: impl FnOnce(&mut State<K>, &mut Wake) -> R,
+    ) -> R {
         let mut wake = Wake::default();
         let (result, counted) = {
             let mut state = self.lock();
-            let counted = self.drain(&mut state, &mut wake);
+            let counted = self.drain(&mut state, &mut wake, now);
             (f(&mut state, &mut wake), counted)
         };
         wake.run();

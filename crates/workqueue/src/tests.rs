@@ -627,6 +627,61 @@ async fn an_add_racing_a_worker_that_parks_always_wakes_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_keys_wait_is_timed_from_the_move_into_the_queue_at_most_a_millisecond_after_its_add() {
+    #[derive(Debug, Default)]
+    struct Times {
+        waited: Mutex<Vec<Duration>>,
+        worked: Mutex<Vec<Duration>>,
+    }
+    impl Metrics for Arc<Times> {
+        fn added(&self) {}
+        fn handed_out(&self, waited: Option<Duration>) {
+            self.waited
+                .lock()
+                .expect("unpoisoned")
+                .push(waited.expect("a queued key's wait is known"));
+        }
+        fn settled(&self, worked: Duration) {
+            self.worked.lock().expect("unpoisoned").push(worked);
+        }
+        fn retried(&self) {}
+        fn dropped(&self, _: usize) {}
+    }
+    let times = Arc::new(Times::default());
+    let q: Queue<u32> = Queue::new(QueueConfig::default().metrics(times.clone()));
+    let ms = Duration::from_millis;
+    // A parked worker: the add moves its key in at once, so its wait is timed from the add.
+    let worker = tokio::spawn({
+        let q = q.clone();
+        async move { q.next().await.expect("a key") }
+    });
+    tokio::task::yield_now().await;
+    q.add(1);
+    let held = worker.await.expect("no panic");
+    // While that worker is busy, a second key waits in the inbox until the timer moves it
+    // in, within a millisecond; its wait counts from there.
+    q.add(2);
+    tokio::time::sleep(ms(10)).await;
+    let next = held.done_and_next().await.expect("the second key");
+    assert_eq!(*next.key(), 2);
+    tokio::time::sleep(ms(3)).await;
+    next.done();
+    let waited = times.waited.lock().expect("unpoisoned").clone();
+    assert_eq!(waited.len(), 2);
+    assert_eq!(waited[0], Duration::ZERO, "handed out as it was added");
+    assert!(
+        waited[1] <= ms(10) && waited[1] >= ms(10) - state::FLUSH_AFTER * 2,
+        "the second key waited 10 ms, of which at most about a millisecond in the inbox: \
+         {:?}",
+        waited[1]
+    );
+    assert_eq!(
+        *times.worked.lock().expect("unpoisoned"),
+        vec![ms(10), ms(3)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn with_metrics_adds_are_counted_within_a_millisecond_and_duplicates_are_not() {
     #[derive(Debug, Default)]
     struct Count(AtomicUsize);
