@@ -527,3 +527,56 @@ async fn kube_runtime_reconciles(
     task.abort();
     Ok((objects * rounds as u64) as f64 / elapsed.as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A stand-in for the Go program: a shell script with the given body.
+    fn peer(dir: &tempfile::TempDir, name: &str, body: &str) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make it executable");
+        path
+    }
+
+    #[tokio::test]
+    async fn the_client_go_peer_reports_what_it_printed_and_fails_clearly_otherwise() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        // The peer is given the key count and prints items per second.
+        let good = peer(&dir, "good", r#"[ "$1" = 1000 ] && echo 812345 || exit 3"#);
+        let rate = client_go_items_per_sec(good, 1000).await.expect("a rate");
+        assert_eq!(rate, 812_345.0);
+
+        let chatty = peer(&dir, "chatty", "echo 'client-go: 0.9 M items/s'");
+        let err = client_go_items_per_sec(chatty, 10)
+            .await
+            .expect_err("not a number");
+        assert!(
+            format!("{err:#}").contains("not items per second"),
+            "{err:#}"
+        );
+
+        let failing = peer(&dir, "failing", "echo 'no such queue' >&2; exit 2");
+        let err = client_go_items_per_sec(failing, 10)
+            .await
+            .expect_err("a failed run");
+        let shown = format!("{err:#}");
+        assert!(
+            shown.contains("failed") && shown.contains("no such queue"),
+            "{shown}"
+        );
+
+        let zero = peer(&dir, "zero", "echo 0");
+        assert!(client_go_items_per_sec(zero, 10).await.is_err());
+
+        let missing = dir.path().join("absent");
+        let err = client_go_items_per_sec(missing, 10)
+            .await
+            .expect_err("no binary");
+        assert!(format!("{err:#}").contains("running"), "{err:#}");
+    }
+}
