@@ -127,7 +127,9 @@ pub enum Retry {
 pub trait Metrics: fmt::Debug + Send + Sync + 'static {
     /// A key was added and now waits to be handed out (the depth grew by one).
     fn added(&self);
-    /// A key was handed out (the depth shrank by one) after waiting `waited`, when known.
+    /// A key was handed out (the depth shrank by one) after waiting `waited`, when known. The
+    /// wait counts from when the key moved from the inbox into the queue, at most about a
+    /// millisecond after its add (an add reads no clock).
     fn handed_out(&self, waited: Option<Duration>);
     /// A handed-out key settled after `worked`.
     fn settled(&self, worked: Duration);
