@@ -109,7 +109,11 @@ async fn queue_rows(quick: bool) -> anyhow::Result<Vec<Row>> {
     });
     eprintln!("kore-bench: workqueue, {} ObjectKey keys", items / 4);
     let kore = queue_items_per_sec(object_keys(items / 4), 1, 2, plain()).await?;
-    rows.push(match client_go_queue() {
+    let keys = format!(
+        "{} distinct namespace/name keys, as a controller's queue holds; no metrics",
+        items / 4
+    );
+    let (peer, target, note) = match client_go_queue() {
         // Issue 16's target is twice client-go's rate-limited queue with `ns/obj-i` string
         // keys, measured right after kore's run in the same round.
         Some(bin) => {
@@ -118,37 +122,35 @@ async fn queue_rows(quick: bool) -> anyhow::Result<Vec<Row>> {
                 bin.display()
             );
             let peer = client_go_items_per_sec(bin, items / 4).await?;
-            Row {
-                measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
-                kore,
-                unit: "items/s".into(),
-                peer: Some(("client-go 0.32 workqueue".into(), peer)),
-                target: Some(Target::FasterThanPeer(2.0)),
-                note: format!(
-                    "{} distinct namespace/name keys, as a controller's queue holds; no \
-                     metrics; the peer is client-go's NewTypedRateLimitingQueue with the same \
+            (
+                Some(("client-go 0.32 workqueue".into(), peer)),
+                Target::FasterThanPeer(2.0),
+                format!(
+                    "{keys}; the peer is client-go's NewTypedRateLimitingQueue with the same \
                      keys as strings, Get then Forget and Done on 2 goroutines \
-                     (bench/peers/client-go-queue)",
-                    items / 4
+                     (bench/peers/client-go-queue)"
                 ),
-            }
+            )
         }
         // Without the peer, the issue's absolute figure: twice client-go's 2.05 M items/s on
         // the machine the issue was filed from.
-        None => Row {
-            measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
-            kore,
-            unit: "items/s".into(),
-            peer: None,
-            target: Some(Target::AtLeast(4_000_000.0)),
-            note: format!(
-                "{} distinct namespace/name keys, as a controller's queue holds; no metrics; \
-                 client-go 0.32's rate-limited queue with string keys: 2.05 M items/s on the \
-                 machine of issue 16 (set KORE_BENCH_CLIENT_GO_QUEUE to measure it in the same \
-                 run: bench/peers/client-go-queue)",
-                items / 4
+        None => (
+            None,
+            Target::AtLeast(4_000_000.0),
+            format!(
+                "{keys}; client-go 0.32's rate-limited queue with string keys: 2.05 M items/s \
+                 on the machine of issue 16 (set KORE_BENCH_CLIENT_GO_QUEUE to measure it in \
+                 the same run: bench/peers/client-go-queue)"
             ),
-        },
+        ),
+    };
+    rows.push(Row {
+        measure: "workqueue items/s (1 producer, 2 workers, ObjectKey keys)".into(),
+        kore,
+        unit: "items/s".into(),
+        peer,
+        target: Some(target),
+        note,
     });
 
     rows.push(Row {
