@@ -675,6 +675,9 @@ async fn a_keys_wait_is_timed_from_the_move_into_the_queue_at_most_a_millisecond
          {:?}",
         waited[1]
     );
+    // On the paused clock the timer moves it in exactly `FLUSH_AFTER` after the add: the
+    // wait is timed from that move, not from the add.
+    assert_eq!(waited[1], ms(10) - state::FLUSH_AFTER);
     assert_eq!(
         *times.worked.lock().expect("unpoisoned"),
         vec![ms(10), ms(3)]
