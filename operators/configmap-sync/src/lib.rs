@@ -12,6 +12,7 @@
 mod copy;
 pub mod reconcile;
 mod selector;
+mod status_patch;
 pub mod types;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

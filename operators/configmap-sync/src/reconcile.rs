@@ -31,10 +31,10 @@ use kore_runtime::events::{Event, EventType, Recorder, Reporter};
 use kore_runtime::{CachedClient, ObjectKey, Store};
 use kube::Resource as _;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use serde_json::Value;
 
 use crate::copy::{self, owner_of};
 use crate::selector::Selector;
+use crate::status_patch::StatusPatch;
 use crate::types::{ConfigMapSync, ConfigMapSyncStatus, ConflictPolicy};
 
 /// The finalizer that holds a ConfigMapSync until its copies are removed.
@@ -95,9 +95,6 @@ pub enum Error {
     /// Writing the status failed; retried with backoff.
     #[error("writing the status")]
     WriteStatus(#[source] kore_runtime::client::Error),
-    /// The status did not serialize (a bug).
-    #[error("serializing the status")]
-    Serialize(#[source] serde_json::Error),
     /// Adding or removing the finalizer failed; retried with backoff.
     #[error("updating the finalizer")]
     Finalizer(#[source] kore_runtime::client::Error),
@@ -422,16 +419,10 @@ impl SyncReconciler {
         if &status == previous {
             return Ok(());
         }
-        let mut body = serde_json::to_value(&status).map_err(Error::Serialize)?;
-        if let (Value::Object(new), Value::Object(old)) = (
-            &mut body,
-            serde_json::to_value(previous).map_err(Error::Serialize)?,
-        ) {
-            for field in old.keys() {
-                new.entry(field.clone()).or_insert(Value::Null);
-            }
-        }
-        let patch = serde_json::json!({ "status": body });
+        let patch = StatusPatch {
+            previous,
+            new: &status,
+        };
         self.syncs
             .patch_status(
                 &ObjectKey::of(sync),
