@@ -110,7 +110,7 @@ impl<K> Decoded<K> {
             return None;
         }
         let mut shard = self.shard(entry.key());
-        let i = *shard.index.get(entry.key())?;
+        let i = *shard.index.get(entry.key_bytes())?;
         let slot = &mut shard.slots[i];
         if !same_version(&slot.entry, entry) {
             return None;
@@ -126,7 +126,7 @@ impl<K> Decoded<K> {
             return obj;
         }
         let mut shard = self.shard(entry.key());
-        if let Some(&i) = shard.index.get(entry.key()) {
+        if let Some(&i) = shard.index.get(entry.key_bytes()) {
             let slot = &mut shard.slots[i];
             if let Insert::Reader { .. } = how {
                 if same_version(&slot.entry, entry) {
@@ -143,7 +143,7 @@ impl<K> Decoded<K> {
             slot.obj = Arc::clone(&obj);
             if moved {
                 // Drop the old entry from the map's key too, so its allocation is freed.
-                shard.index.remove(entry.key());
+                shard.index.remove(entry.key_bytes());
                 shard.index.insert(entry.clone(), i);
             }
             return obj;
@@ -160,7 +160,7 @@ impl<K> Decoded<K> {
         } else if how != (Insert::Reader { room_only: true }) && shard.capacity > 0 {
             let i = shard.victim();
             let old = std::mem::replace(&mut shard.slots[i], slot);
-            shard.index.remove(old.entry.key());
+            shard.index.remove(old.entry.key_bytes());
             shard.index.insert(entry.clone(), i);
         }
         obj
@@ -224,12 +224,12 @@ impl<K> Shard<K> {
     }
 
     fn remove(&mut self, key: &str) {
-        let Some(i) = self.index.remove(key) else {
+        let Some(i) = self.index.remove(key.as_bytes()) else {
             return;
         };
         self.slots.swap_remove(i);
         if let Some(moved) = self.slots.get(i)
-            && let Some(at) = self.index.get_mut(moved.entry.key())
+            && let Some(at) = self.index.get_mut(moved.entry.key_bytes())
         {
             *at = i;
         }

@@ -83,8 +83,9 @@ struct Shared<K> {
 /// One cached object in a single allocation: its key, resourceVersion and packed form.
 ///
 /// Layout: varint key length, the key (`ns/name`), varint resourceVersion, packed object.
-/// Hashing and equality use the key only, and `Borrow<str>` exposes it, so a `Set<Entry>`
-/// is the whole map with no separate key allocation.
+/// Hashing and equality use the key only, and `Borrow<[u8]>` exposes its bytes, so a
+/// `Set<Entry>` is the whole map with no separate key allocation. Lookups go by the key's
+/// bytes (`key.as_bytes()`): comparing a probed entry then costs no UTF-8 check.
 #[derive(Clone)]
 pub(crate) struct Entry(Arc<[u8]>);
 
@@ -125,9 +126,14 @@ impl Entry {
 
     /// The key, `ns/name` or `name`.
     pub(crate) fn key(&self) -> &str {
-        let (start, end) = self.key_range();
         // Written from a `&str` in `Entry::new`, so always UTF-8.
-        std::str::from_utf8(&self.0[start..end]).unwrap_or_default()
+        std::str::from_utf8(self.key_bytes()).unwrap_or_default()
+    }
+
+    /// The key's bytes: what the entry hashes, compares and is looked up by.
+    pub(crate) fn key_bytes(&self) -> &[u8] {
+        let (start, end) = self.key_range();
+        &self.0[start..end]
     }
 
     /// The resourceVersion (0 when not numeric).
@@ -156,21 +162,21 @@ impl Entry {
 
 impl std::hash::Hash for Entry {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.key().hash(state);
+        self.key_bytes().hash(state);
     }
 }
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.key_bytes() == other.key_bytes()
     }
 }
 
 impl Eq for Entry {}
 
-impl std::borrow::Borrow<str> for Entry {
-    fn borrow(&self) -> &str {
-        self.key()
+impl std::borrow::Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.key_bytes()
     }
 }
 
@@ -370,7 +376,7 @@ impl<K> Store<K> {
 
     /// The entry under `key`.
     pub(crate) fn entry(&self, key: &str) -> Option<Entry> {
-        self.read().entries.get(key).cloned()
+        self.read().entries.get(key.as_bytes()).cloned()
     }
 
     /// Marks the store synced (after the first swap).
@@ -421,7 +427,7 @@ impl<K: DeserializeOwned> Store<K> {
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let (entry, hit) = {
             let state = self.read();
-            let entry = state.entries.get(key.as_str())?.clone();
+            let entry = state.entries.get(key.as_str().as_bytes())?.clone();
             let hit = self.shared.decoded.get(&entry);
             (entry, hit)
         };
@@ -453,7 +459,7 @@ impl<K: DeserializeOwned> Store<K> {
                 return Vec::new();
             };
             set.iter()
-                .filter_map(|k| state.entries.get(&**k))
+                .filter_map(|k| state.entries.get(k.as_bytes()))
                 .map(|e| (e.clone(), self.shared.decoded.get(e)))
                 .collect()
         };
@@ -533,7 +539,7 @@ impl<K: DeserializeOwned> Store<K> {
         }
         let obj = {
             let state = self.read();
-            let cur = state.entries.get(key)?;
+            let cur = state.entries.get(key.as_bytes())?;
             if cur.rv() != rv {
                 return None;
             }
@@ -553,7 +559,7 @@ impl<K: DeserializeOwned> Store<K> {
             && (state.tombstones.get(key).is_some_and(|&dead| rv <= dead)
                 || state
                     .entries
-                    .get(key)
+                    .get(key.as_bytes())
                     .is_some_and(|cur| cur.rv() != 0 && rv <= cur.rv()))
     }
 
@@ -644,7 +650,7 @@ impl<K: DeserializeOwned> Store<K> {
         // Objects changed between the snapshot and now are re-indexed by their writer,
         // which indexes with every registered function under the same lock.
         for entry in &entries {
-            if !state.entries.contains(entry.key()) {
+            if !state.entries.contains(entry.key_bytes()) {
                 index.remove(entry.key());
             }
         }
@@ -671,7 +677,7 @@ impl<K: DeserializeOwned> Store<K> {
             }
             state.tombstones.remove(key);
         }
-        if let Some(cur) = state.entries.get(key)
+        if let Some(cur) = state.entries.get(key.as_bytes())
             && rv != 0
             && cur.rv() != 0
             && rv <= cur.rv()
@@ -717,14 +723,14 @@ impl<K: DeserializeOwned> Store<K> {
         if tombstone && rv != 0 {
             state.tombstones.insert(key.into(), rv);
         }
-        if let Some(cur) = state.entries.get(key)
+        if let Some(cur) = state.entries.get(key.as_bytes())
             && rv != 0
             && cur.rv() != 0
             && rv < cur.rv()
         {
             return Outcome::Stale(None);
         }
-        let Some(old) = state.entries.take(key) else {
+        let Some(old) = state.entries.take(key.as_bytes()) else {
             return Outcome::Stale(None);
         };
         state.bytes -= old.len();
@@ -808,7 +814,7 @@ impl<K: DeserializeOwned> Store<K> {
                 .collect();
             for e in newer {
                 let keep = entries
-                    .get(e.key())
+                    .get(e.key_bytes())
                     .is_none_or(|listed| listed.rv() < e.rv());
                 if keep {
                     if !indexes.is_empty()
@@ -825,8 +831,8 @@ impl<K: DeserializeOwned> Store<K> {
                 .tombstones
                 .retain(|_, dead| list_rv == 0 || *dead > list_rv);
             for (k, dead) in &state.tombstones {
-                if entries.get(&**k).is_some_and(|e| e.rv() <= *dead) {
-                    entries.remove(&**k);
+                if entries.get(k.as_bytes()).is_some_and(|e| e.rv() <= *dead) {
+                    entries.remove(k.as_bytes());
                     for index in indexes.values_mut() {
                         index.remove(k);
                     }
@@ -835,7 +841,7 @@ impl<K: DeserializeOwned> Store<K> {
             let vanished: Vec<Entry> = state
                 .entries
                 .iter()
-                .filter(|e| !entries.contains(e.key()))
+                .filter(|e| !entries.contains(e.key_bytes()))
                 .cloned()
                 .collect();
             state.entries = entries;
@@ -843,7 +849,7 @@ impl<K: DeserializeOwned> Store<K> {
             // Decoded objects stay shared only where the new entry is the same version.
             self.shared
                 .decoded
-                .retain(|key| state.entries.get(key).cloned());
+                .retain(|key| state.entries.get(key.as_bytes()).cloned());
             // Indexes registered while the list was being built are rebuilt below.
             let registered: Vec<(String, IndexFn<K>)> = state
                 .indexes

@@ -28,7 +28,7 @@ fn an_entry_is_found_by_its_key_and_keeps_its_version() {
     let e = Entry::new("ns/a", 300, b"xyz");
     assert_eq!((e.key(), e.rv(), e.packed()), ("ns/a", 300, &b"xyz"[..]));
     let set: HashSet<Entry> = [e, Entry::new("b", 0, b"")].into_iter().collect();
-    assert!(set.contains("ns/a") && set.contains("b") && !set.contains("ns/b"));
+    assert!(set.contains(&b"ns/a"[..]) && set.contains(&b"b"[..]) && !set.contains(&b"ns/b"[..]));
 }
 
 #[test]
