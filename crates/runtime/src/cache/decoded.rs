@@ -92,7 +92,7 @@ impl<K> Decoded<K> {
         self.capacity
     }
 
-    fn shard(&self, key: &str) -> MutexGuard<'_, Shard<K>> {
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard<K>> {
         let i = if self.shards.len() == 1 {
             0
         } else {
@@ -109,7 +109,7 @@ impl<K> Decoded<K> {
         if self.capacity == 0 {
             return None;
         }
-        let mut shard = self.shard(entry.key());
+        let mut shard = self.shard(entry.key_bytes());
         let i = *shard.index.get(entry.key_bytes())?;
         let slot = &mut shard.slots[i];
         if !same_version(&slot.entry, entry) {
@@ -125,7 +125,7 @@ impl<K> Decoded<K> {
         if self.capacity == 0 {
             return obj;
         }
-        let mut shard = self.shard(entry.key());
+        let mut shard = self.shard(entry.key_bytes());
         if let Some(&i) = shard.index.get(entry.key_bytes()) {
             let slot = &mut shard.slots[i];
             if let Insert::Reader { .. } = how {
@@ -171,7 +171,7 @@ impl<K> Decoded<K> {
         if self.capacity == 0 {
             return;
         }
-        self.shard(key).remove(key);
+        self.shard(key.as_bytes()).remove(key);
     }
 
     /// Keeps the slots `current` says are still valid, pointing them at the entry it returns
