@@ -139,15 +139,19 @@ mod tests {
 
     #[test]
     fn the_patch_matches_the_value_built_one_for_every_pair_of_field_sets() {
-        for old in 0..16 {
-            for new in 0..16 {
-                let (previous, new) = (subset(old), subset(new));
+        for old_mask in 0..16 {
+            for new_mask in 0..16 {
+                let (previous, new) = (subset(old_mask), subset(new_mask));
                 let patch = serde_json::to_value(StatusPatch {
                     previous: &previous,
                     new: &new,
                 })
                 .expect("the patch serializes");
-                assert_eq!(patch, through_values(&previous, &new), "old {old:04b}");
+                assert_eq!(
+                    patch,
+                    through_values(&previous, &new),
+                    "fields set before {old_mask:04b}, after {new_mask:04b}"
+                );
             }
         }
     }

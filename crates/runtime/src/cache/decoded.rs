@@ -171,19 +171,21 @@ impl<K> Decoded<K> {
         if self.capacity == 0 {
             return;
         }
-        self.shard(key.as_bytes()).remove(key);
+        let key = key.as_bytes();
+        self.shard(key).remove(key);
     }
 
     /// Keeps the slots `current` says are still valid, pointing them at the entry it returns
     /// (so a replaced entry's allocation is not kept alive), and drops the others.
-    pub(crate) fn retain(&self, mut current: impl FnMut(&str) -> Option<Entry>) {
+    /// `current` is asked by the key's bytes, as the store's set is probed.
+    pub(crate) fn retain(&self, mut current: impl FnMut(&[u8]) -> Option<Entry>) {
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             let slots = std::mem::take(&mut shard.slots);
             shard.index.clear();
             shard.hand = 0;
             for mut slot in slots {
-                if let Some(now) = current(slot.entry.key())
+                if let Some(now) = current(slot.entry.key_bytes())
                     && same_version(&slot.entry, &now)
                 {
                     slot.entry = now;
@@ -223,8 +225,8 @@ impl<K> Shard<K> {
         }
     }
 
-    fn remove(&mut self, key: &str) {
-        let Some(i) = self.index.remove(key.as_bytes()) else {
+    fn remove(&mut self, key: &[u8]) {
+        let Some(i) = self.index.remove(key) else {
             return;
         };
         self.slots.swap_remove(i);

@@ -849,7 +849,7 @@ impl<K: DeserializeOwned> Store<K> {
             // Decoded objects stay shared only where the new entry is the same version.
             self.shared
                 .decoded
-                .retain(|key| state.entries.get(key.as_bytes()).cloned());
+                .retain(|key| state.entries.get(key).cloned());
             // Indexes registered while the list was being built are rebuilt below.
             let registered: Vec<(String, IndexFn<K>)> = state
                 .indexes
